@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * The DTO stream: the CQ an EVD owns, its completion and event handlers,
+ * and the drain of the CQ into the event ring.
+ *
+ * Context and locking:
+ *   - kevd_comp_handler() runs in whatever context the provider calls it
+ *     (hard IRQ, softirq, process). It never polls and never calls an
+ *     upcall: under evd->lock it checks the EVD is alive, notes the
+ *     notification and schedules the EVD on its poller.
+ *   - kevd_cq_drain() runs only in the poller that owns the EVD
+ *     (KEVD_POLL_SCHED), so completions leave the CQ in CQ order and enter
+ *     the ring in that order. It reserves ring slots first, then polls at
+ *     most that many: a completion is never taken without a slot
+ *     (backpressure: the rest wait in the CQ).
+ *   - Teardown (kevd_free()): the EVD is marked dead under evd->lock, the
+ *     poller lets go, then ib_destroy_cq(); only then is the memory freed.
+ */
+#include "kevd_internal.h"
+
+static void kevd_comp_handler(struct ib_cq *cq, void *ctx)
+{
+	struct kevd *evd = ctx;
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	if (evd->state & KEVD_STATE_OPEN) {
+		atomic64_inc(&evd->notifications);
+		set_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
+		kevd_schedule(evd);
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
+}
+
+static void kevd_cq_event(struct ib_event *event, void *ctx)
+{
+	struct kevd *evd = ctx;
+	unsigned long flags;
+	bool first;
+
+	if (event->event != IB_EVENT_CQ_ERR)
+		return;
+	/* A CQ overrun: report it once, naming this EVD. */
+	spin_lock_irqsave(&evd->lock, flags);
+	first = !evd->cq_error_reported;
+	evd->cq_error_reported = true;
+	spin_unlock_irqrestore(&evd->lock, flags);
+	if (!first)
+		return;
+	spin_lock_irqsave(&evd->ring.prod_lock, flags);
+	evd->pstats.overflows++;
+	spin_unlock_irqrestore(&evd->ring.prod_lock, flags);
+	kevd_raise_overflow(evd, KEVD_STREAM_DTO);
+}
+
+/**
+ * kevd_cq_create() - create and arm the CQ of an EVD's DTO stream.
+ * @evd: the EVD (not yet visible to anyone).
+ * @dev: the device.
+ * @attr: depth (cq_depth, or the queue length) and completion vector.
+ *
+ * Context: process context; may sleep.
+ * Return: 0 or the error of ib_create_cq().
+ */
+int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
+		   const struct kevd_attr *attr)
+{
+	struct ib_cq_init_attr cq_attr = {
+		.cqe = attr->cq_depth ?: kevd_ring_qlen(&evd->ring),
+		.comp_vector = attr->comp_vector == KEVD_ANY ? 0 :
+			       attr->comp_vector,
+	};
+	struct ib_cq *cq;
+
+	if (cq_attr.comp_vector >= dev->num_comp_vectors)
+		cq_attr.comp_vector %= max(dev->num_comp_vectors, 1);
+	cq = ib_create_cq(dev, kevd_comp_handler, kevd_cq_event, evd, &cq_attr);
+	if (IS_ERR(cq))
+		return PTR_ERR(cq);
+	evd->cq = cq;
+	evd->solicited_only = attr->solicited_only;
+	/* Nothing can be in it yet: a plain arm is enough. */
+	ib_req_notify_cq(cq, attr->solicited_only ? IB_CQ_SOLICITED :
+						  IB_CQ_NEXT_COMP);
+	evd->postats.arms++;
+	return 0;
+}
+
+/**
+ * kevd_cq_busy() - do QPs still use the CQ?
+ * @evd: the EVD.
+ *
+ * Return: true while a QP was created on kevd_cq(@evd) and not destroyed.
+ */
+bool kevd_cq_busy(struct kevd *evd)
+{
+	return evd->cq && atomic_read(&evd->cq->usecnt);
+}
+
+/**
+ * kevd_cq_destroy() - destroy the CQ of a quiesced EVD.
+ * @evd: the EVD; dead, no poller owns it.
+ *
+ * Context: process context; may sleep.
+ */
+void kevd_cq_destroy(struct kevd *evd)
+{
+	if (!evd->cq)
+		return;
+	ib_destroy_cq(evd->cq);
+	evd->cq = NULL;
+}
+
+/* Reserve slots; if the ring is full, note the stall for the consumer. */
+static u32 kevd_cq_reserve(struct kevd *evd, u32 want)
+{
+	u32 n = kevd_ring_reserve(evd, want);
+
+	if (n)
+		return n;
+	WRITE_ONCE(evd->cq_stalled, true);
+	smp_mb();	/* pairs with kevd_consumer_done(): stalled, then cons */
+	n = kevd_ring_reserve(evd, want);
+	if (n)
+		WRITE_ONCE(evd->cq_stalled, false);
+	else
+		evd->postats.backpressure_stalls++;
+	return n;
+}
+
+/**
+ * kevd_cq_drain() - move completions from the CQ into the event ring.
+ * @evd: the EVD; the caller owns it (KEVD_POLL_SCHED).
+ * @wcs: room for KEVD_BATCH work completions.
+ * @evs: room for KEVD_BATCH events.
+ * @budget: at most this many completions.
+ *
+ * Stops early when the CQ is empty or the ring is full; in the latter
+ * case the next dequeue reschedules the EVD.
+ *
+ * Context: the owning poller (process context).
+ * Return: the number of completions moved.
+ */
+u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs,
+		  struct kevd_event *evs, u32 budget)
+{
+	u32 done = 0, want, resv, i;
+	int n;
+
+	while (done < budget) {
+		want = min_t(u32, budget - done, KEVD_BATCH);
+		resv = kevd_cq_reserve(evd, want);
+		if (!resv)
+			break;
+		n = ib_poll_cq(evd->cq, resv, wcs);
+		if (n < 0)
+			n = 0;
+		for (i = 0; i < n; i++) {
+			kevd_wc_to_event(&wcs[i], &evs[i]);
+		}
+		kevd_ring_commit(evd, evs, n, resv, KEVD_STREAM_DTO);
+		done += n;
+		if (n < resv)
+			break;
+	}
+	return done;
+}

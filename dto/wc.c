@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * ib_wc to DTO event. No locking: pure functions.
+ *
+ * Status mapping (IB_WC_* to DAT DTO status), Documentation/kevd/dto.rst:
+ *
+ *   IB_WC_SUCCESS            SUCCESS
+ *   IB_WC_WR_FLUSH_ERR       ERR_FLUSHED
+ *   IB_WC_LOC_LEN_ERR        ERR_LOCAL_LENGTH
+ *   IB_WC_LOC_QP_OP_ERR      ERR_LOCAL_EP
+ *   IB_WC_LOC_EEC_OP_ERR     ERR_LOCAL_EP
+ *   IB_WC_LOC_PROT_ERR       ERR_LOCAL_PROTECTION
+ *   IB_WC_MW_BIND_ERR        ERR_RMR_OPERATION_FAILED
+ *   IB_WC_BAD_RESP_ERR       ERR_BAD_RESPONSE
+ *   IB_WC_LOC_ACCESS_ERR     ERR_LOCAL_PROTECTION
+ *   IB_WC_REM_INV_REQ_ERR    ERR_REMOTE_RESPONDER
+ *   IB_WC_REM_ACCESS_ERR     ERR_REMOTE_ACCESS
+ *   IB_WC_REM_OP_ERR         ERR_REMOTE_RESPONDER
+ *   IB_WC_RETRY_EXC_ERR      ERR_TRANSPORT
+ *   IB_WC_RNR_RETRY_EXC_ERR  ERR_RECEIVER_NOT_READY
+ *   IB_WC_LOC_RDD_VIOL_ERR   ERR_LOCAL_PROTECTION
+ *   IB_WC_REM_INV_RD_REQ_ERR ERR_REMOTE_RESPONDER
+ *   IB_WC_REM_ABORT_ERR      ERR_PARTIAL_PACKET
+ *   IB_WC_INV_EECN_ERR       ERR_TRANSPORT
+ *   IB_WC_INV_EEC_STATE_ERR  ERR_TRANSPORT
+ *   IB_WC_FATAL_ERR          ERR_TRANSPORT
+ *   IB_WC_RESP_TIMEOUT_ERR   ERR_TRANSPORT
+ *   IB_WC_GENERAL_ERR        ERR_LOCAL_MM_ERROR (the catch-all)
+ *   anything else            ERR_LOCAL_MM_ERROR (the catch-all)
+ */
+#include "kevd_internal.h"
+
+static const u8 kevd_status_map[] = {
+	[IB_WC_SUCCESS]			= KEVD_DTO_SUCCESS,
+	[IB_WC_LOC_LEN_ERR]		= KEVD_DTO_ERR_LOCAL_LENGTH,
+	[IB_WC_LOC_QP_OP_ERR]		= KEVD_DTO_ERR_LOCAL_EP,
+	[IB_WC_LOC_EEC_OP_ERR]		= KEVD_DTO_ERR_LOCAL_EP,
+	[IB_WC_LOC_PROT_ERR]		= KEVD_DTO_ERR_LOCAL_PROTECTION,
+	[IB_WC_WR_FLUSH_ERR]		= KEVD_DTO_ERR_FLUSHED,
+	[IB_WC_MW_BIND_ERR]		= KEVD_DTO_ERR_RMR_OPERATION_FAILED,
+	[IB_WC_BAD_RESP_ERR]		= KEVD_DTO_ERR_BAD_RESPONSE,
+	[IB_WC_LOC_ACCESS_ERR]		= KEVD_DTO_ERR_LOCAL_PROTECTION,
+	[IB_WC_REM_INV_REQ_ERR]		= KEVD_DTO_ERR_REMOTE_RESPONDER,
+	[IB_WC_REM_ACCESS_ERR]		= KEVD_DTO_ERR_REMOTE_ACCESS,
+	[IB_WC_REM_OP_ERR]		= KEVD_DTO_ERR_REMOTE_RESPONDER,
+	[IB_WC_RETRY_EXC_ERR]		= KEVD_DTO_ERR_TRANSPORT,
+	[IB_WC_RNR_RETRY_EXC_ERR]	= KEVD_DTO_ERR_RECEIVER_NOT_READY,
+	[IB_WC_LOC_RDD_VIOL_ERR]	= KEVD_DTO_ERR_LOCAL_PROTECTION,
+	[IB_WC_REM_INV_RD_REQ_ERR]	= KEVD_DTO_ERR_REMOTE_RESPONDER,
+	[IB_WC_REM_ABORT_ERR]		= KEVD_DTO_ERR_PARTIAL_PACKET,
+	[IB_WC_INV_EECN_ERR]		= KEVD_DTO_ERR_TRANSPORT,
+	[IB_WC_INV_EEC_STATE_ERR]	= KEVD_DTO_ERR_TRANSPORT,
+	[IB_WC_FATAL_ERR]		= KEVD_DTO_ERR_TRANSPORT,
+	[IB_WC_RESP_TIMEOUT_ERR]	= KEVD_DTO_ERR_TRANSPORT,
+	[IB_WC_GENERAL_ERR]		= KEVD_DTO_ERR_LOCAL_MM_ERROR,
+};
+
+/**
+ * kevd_wc_status() - the DAT DTO status of an ib_wc status.
+ * @status: the provider's status.
+ *
+ * Return: an &enum kevd_dto_status; KEVD_DTO_ERR_LOCAL_MM_ERROR for a
+ * status kevd does not know.
+ */
+u32 kevd_wc_status(enum ib_wc_status status)
+{
+	if ((unsigned int)status >= ARRAY_SIZE(kevd_status_map))
+		return KEVD_DTO_ERR_LOCAL_MM_ERROR;
+	return kevd_status_map[status];
+}
+EXPORT_SYMBOL_GPL(kevd_wc_status);
+
+/**
+ * kevd_wc_opcode() - the DAT DTO operation of a work completion.
+ * @wc: the work completion.
+ *
+ * Return: an &enum kevd_dto_op; KEVD_DTO_UNKNOWN for an opcode kevd does
+ * not know.
+ */
+u32 kevd_wc_opcode(const struct ib_wc *wc)
+{
+	switch (wc->opcode) {
+	case IB_WC_SEND:
+		return KEVD_DTO_SEND;
+	case IB_WC_RDMA_WRITE:
+		return (wc->wc_flags & IB_WC_WITH_IMM) ?
+		       KEVD_DTO_RDMA_WRITE_IMMED : KEVD_DTO_RDMA_WRITE;
+	case IB_WC_RDMA_READ:
+		return KEVD_DTO_RDMA_READ;
+	case IB_WC_COMP_SWAP:
+	case IB_WC_MASKED_COMP_SWAP:
+		return KEVD_DTO_CMP_AND_SWAP;
+	case IB_WC_FETCH_ADD:
+	case IB_WC_MASKED_FETCH_ADD:
+		return KEVD_DTO_FETCH_AND_ADD;
+	case IB_WC_BIND_MW:
+		return KEVD_DTO_BIND_MW;
+	case IB_WC_LOCAL_INV:
+		return KEVD_DTO_LMR_INVALIDATE;
+	case IB_WC_REG_MR:
+		return KEVD_DTO_LMR_FMR;
+	case IB_WC_RECV:
+		return (wc->wc_flags & IB_WC_WITH_INVALIDATE) ?
+		       KEVD_DTO_RECEIVE_WITH_INVALIDATE : KEVD_DTO_RECEIVE;
+	case IB_WC_RECV_RDMA_WITH_IMM:
+		return KEVD_DTO_RECEIVE_IMMED;
+	default:
+		return KEVD_DTO_UNKNOWN;
+	}
+}
+EXPORT_SYMBOL_GPL(kevd_wc_opcode);
+
+/**
+ * kevd_wc_to_event() - convert a work completion into a DTO event.
+ * @wc: the work completion.
+ * @ev: the event to fill.
+ *
+ * The operation and length of a failed completion are undefined in the
+ * verbs (only wr_id, status, qp and vendor_err are): kevd reports
+ * KEVD_DTO_UNKNOWN and 0 for them, never garbage.
+ */
+void kevd_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev)
+{
+	struct kevd_dto_event *dto = &ev->dto;
+	bool ok = wc->status == IB_WC_SUCCESS;
+
+	ev->event_number = KEVD_DTO_COMPLETION_EVENT;
+	dto->ep_context = wc->qp ? wc->qp->qp_context : NULL;
+	dto->cookie = wc->wr_id;
+	dto->status = kevd_wc_status(wc->status);
+	dto->transferred_length = ok ? wc->byte_len : 0;
+	dto->operation = ok ? kevd_wc_opcode(wc) : KEVD_DTO_UNKNOWN;
+	dto->has_imm = ok && (wc->wc_flags & IB_WC_WITH_IMM);
+	dto->reserved = 0;
+	dto->imm_data = dto->has_imm ? be32_to_cpu(wc->ex.imm_data) : 0;
+	dto->vendor_err = wc->vendor_err;
+}
+EXPORT_SYMBOL_GPL(kevd_wc_to_event);

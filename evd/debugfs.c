@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * The global list of EVDs, the statistics totals and debugfs:
+ *   /sys/kernel/debug/kevd/stats  totals over every EVD, live and freed
+ *   /sys/kernel/debug/kevd/evds   one line per live EVD
+ *
+ * Locking: kevd_list_lock (a mutex) guards the list, kevd_freed and the
+ * id counter. The counters of an EVD are written by their owners without
+ * atomics (evd/ring.c, evd/poller.c) and read here as snapshots.
+ */
+#include <linux/debugfs.h>
+#include <linux/mutex.h>
+#include <linux/seq_file.h>
+#include "kevd_internal.h"
+
+static LIST_HEAD(kevd_list);
+static DEFINE_MUTEX(kevd_list_lock);
+static struct kevd_stats kevd_freed;
+static unsigned int kevd_next_id;
+static struct dentry *kevd_debugfs;
+
+static void kevd_stats_add(struct kevd_stats *sum, const struct kevd_stats *st)
+{
+	int i;
+
+	for (i = 0; i < KEVD_NR_STREAMS; i++) {
+		sum->posted[i] += st->posted[i];
+		sum->delivered[i] += st->delivered[i];
+	}
+	sum->upcalls += st->upcalls;
+	sum->notifications += st->notifications;
+	sum->empty_notifications += st->empty_notifications;
+	sum->arms += st->arms;
+	sum->repolls += st->repolls;
+	sum->backpressure_stalls += st->backpressure_stalls;
+	sum->overflows += st->overflows;
+	sum->drops += st->drops;
+	sum->max_batch = max(sum->max_batch, st->max_batch);
+}
+
+/**
+ * kevd_read_stats() - a snapshot of an EVD's counters.
+ * @evd: the EVD.
+ * @st: where to put them.
+ *
+ * Context: any. Counters are read without their owners' locks: each
+ * value is one that was current at some point during the call.
+ */
+void kevd_read_stats(struct kevd *evd, struct kevd_stats *st)
+{
+	int i;
+
+	for (i = 0; i < KEVD_NR_STREAMS; i++) {
+		st->posted[i] = data_race(READ_ONCE(evd->pstats.posted[i]));
+		st->delivered[i] = data_race(READ_ONCE(evd->cstats.delivered[i]));
+	}
+	st->overflows = data_race(READ_ONCE(evd->pstats.overflows));
+	st->drops = data_race(READ_ONCE(evd->pstats.drops));
+	st->max_batch = data_race(READ_ONCE(evd->pstats.max_batch));
+	st->upcalls = data_race(READ_ONCE(evd->postats.upcalls));
+	st->empty_notifications =
+		data_race(READ_ONCE(evd->postats.empty_notifications));
+	st->arms = data_race(READ_ONCE(evd->postats.arms));
+	st->repolls = data_race(READ_ONCE(evd->postats.repolls));
+	st->backpressure_stalls =
+		data_race(READ_ONCE(evd->postats.backpressure_stalls));
+	st->notifications = atomic64_read(&evd->notifications);
+}
+
+/**
+ * kevd_register() - put a new EVD on the global list.
+ * @evd: the EVD.
+ *
+ * Context: process context.
+ */
+void kevd_register(struct kevd *evd)
+{
+	mutex_lock(&kevd_list_lock);
+	evd->id = kevd_next_id++;
+	list_add_tail(&evd->list, &kevd_list);
+	mutex_unlock(&kevd_list_lock);
+}
+
+/**
+ * kevd_unregister() - take a quiesced EVD off the list; keep its counts.
+ * @evd: the EVD.
+ *
+ * Context: process context.
+ */
+void kevd_unregister(struct kevd *evd)
+{
+	struct kevd_stats st = {};
+
+	kevd_read_stats(evd, &st);
+	mutex_lock(&kevd_list_lock);
+	list_del(&evd->list);
+	kevd_stats_add(&kevd_freed, &st);
+	mutex_unlock(&kevd_list_lock);
+}
+
+/**
+ * kevd_total_stats() - counters summed over every EVD, live and freed.
+ * @stats: where to put them.
+ *
+ * Context: process context; sleeps.
+ */
+void kevd_total_stats(struct kevd_stats *stats)
+{
+	struct kevd_stats st;
+	struct kevd *evd;
+
+	mutex_lock(&kevd_list_lock);
+	*stats = kevd_freed;
+	list_for_each_entry(evd, &kevd_list, list) {
+		memset(&st, 0, sizeof(st));
+		kevd_read_stats(evd, &st);
+		kevd_stats_add(stats, &st);
+	}
+	mutex_unlock(&kevd_list_lock);
+}
+EXPORT_SYMBOL_GPL(kevd_total_stats);
+
+static const char * const kevd_stream_names[KEVD_NR_STREAMS] = {
+	"dto", "rmr_bind", "cr", "connection", "async", "software",
+};
+
+static void kevd_show_stats(struct seq_file *m, const struct kevd_stats *st)
+{
+	int i;
+
+	for (i = 0; i < KEVD_NR_STREAMS; i++)
+		seq_printf(m, " posted_%s=%llu delivered_%s=%llu",
+			   kevd_stream_names[i], st->posted[i],
+			   kevd_stream_names[i], st->delivered[i]);
+	seq_printf(m, " upcalls=%llu notifications=%llu empty_notifications=%llu arms=%llu repolls=%llu backpressure_stalls=%llu overflows=%llu drops=%llu max_batch=%llu\n",
+		   st->upcalls, st->notifications, st->empty_notifications,
+		   st->arms, st->repolls, st->backpressure_stalls,
+		   st->overflows, st->drops, st->max_batch);
+}
+
+static int kevd_stats_show(struct seq_file *m, void *unused)
+{
+	struct kevd_stats st;
+
+	kevd_total_stats(&st);
+	seq_puts(m, "total");
+	kevd_show_stats(m, &st);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(kevd_stats);
+
+static int kevd_evds_show(struct seq_file *m, void *unused)
+{
+	struct kevd_stats st;
+	struct kevd *evd;
+
+	mutex_lock(&kevd_list_lock);
+	list_for_each_entry(evd, &kevd_list, list) {
+		memset(&st, 0, sizeof(st));
+		kevd_read_stats(evd, &st);
+		seq_printf(m, "evd%u qlen=%u count=%u policy=%d flags=0x%x state=0x%x",
+			   evd->id, kevd_ring_qlen(&evd->ring),
+			   kevd_ring_count(&evd->ring),
+			   data_race(READ_ONCE(evd->policy)), evd->flags,
+			   data_race(READ_ONCE(evd->state)));
+		kevd_show_stats(m, &st);
+	}
+	mutex_unlock(&kevd_list_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(kevd_evds);
+
+/**
+ * kevd_debugfs_init() - create /sys/kernel/debug/kevd.
+ */
+void kevd_debugfs_init(void)
+{
+	kevd_debugfs = debugfs_create_dir("kevd", NULL);
+	debugfs_create_file("stats", 0444, kevd_debugfs, NULL,
+			    &kevd_stats_fops);
+	debugfs_create_file("evds", 0444, kevd_debugfs, NULL,
+			    &kevd_evds_fops);
+}
+
+/**
+ * kevd_debugfs_exit() - remove it.
+ */
+void kevd_debugfs_exit(void)
+{
+	debugfs_remove_recursive(kevd_debugfs);
+}

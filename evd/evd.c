@@ -1,0 +1,589 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * EVD objects and the kDAT calls: create, free, dequeue, post_se, resize,
+ * query, wait. The upcall policy lives in upcall_policy/, the CQ in dto/.
+ *
+ * Locking (see kevd_internal.h for the order):
+ *   - evd->lock (irqsave) guards the policy, the upcall object, the state
+ *     bits, the waiter and the count of upcalls in progress;
+ *   - the ring has its own producer and consumer locks (evd/ring.c);
+ *   - kevd_list_lock guards the global list of EVDs (debugfs, totals).
+ *
+ * Lifetime: a kref. The consumer holds one reference from kevd_create()
+ * to kevd_free(); an EVD that names another as its async EVD holds one on
+ * it; the debugfs reader holds one while it prints. kevd_free() quiesces
+ * the EVD (no upcall, no poller, no CQ handler) before it drops the
+ * consumer's reference.
+ */
+#include <linux/module.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/wait_bit.h>
+#include "kevd_internal.h"
+
+/**
+ * kevd_event_stream() - the stream an event number belongs to.
+ * @event_number: an &enum kevd_event_number value.
+ *
+ * Return: the stream, or KEVD_NR_STREAMS for an unknown number.
+ */
+enum kevd_stream kevd_event_stream(u32 event_number)
+{
+	switch (event_number >> 12) {
+	case 0x00:
+		return KEVD_STREAM_DTO;
+	case 0x01:
+		return KEVD_STREAM_RMR_BIND;
+	case 0x02:
+		return KEVD_STREAM_CR;
+	case 0x04:
+		return KEVD_STREAM_CONNECTION;
+	case 0x08:
+		return KEVD_STREAM_ASYNC;
+	case 0x10:
+		return KEVD_STREAM_SOFTWARE;
+	}
+	return KEVD_NR_STREAMS;
+}
+
+static const u32 kevd_stream_flag[KEVD_NR_STREAMS] = {
+	[KEVD_STREAM_DTO]		= KEVD_DTO_FLAG,
+	[KEVD_STREAM_RMR_BIND]		= KEVD_RMR_BIND_FLAG,
+	[KEVD_STREAM_CR]		= KEVD_CR_FLAG,
+	[KEVD_STREAM_CONNECTION]	= KEVD_CONNECTION_FLAG,
+	[KEVD_STREAM_ASYNC]		= KEVD_ASYNC_FLAG,
+	[KEVD_STREAM_SOFTWARE]		= KEVD_SOFTWARE_FLAG,
+};
+
+/**
+ * kevd_upcalls_enabled() - does a policy call upcalls?
+ * @policy: an upcall policy.
+ *
+ * Return: true for SINGLE_INSTANCE, NOTIFY and MANY.
+ */
+bool kevd_upcalls_enabled(int policy)
+{
+	return policy == KEVD_UPCALL_SINGLE_INSTANCE ||
+	       policy == KEVD_UPCALL_NOTIFY || policy == KEVD_UPCALL_MANY;
+}
+
+/**
+ * kevd_producer_done() - events were queued: wake and schedule.
+ * @evd: the EVD.
+ *
+ * Called after a producer dropped ring->prod_lock. The full barrier pairs
+ * with the one in kevd_wait() (waiter registered, then count read) and in
+ * kevd_modify_upcall() (policy set, then prod read): either the producer
+ * sees the waiter or the enabled policy, or they see its event.
+ *
+ * Context: any.
+ */
+void kevd_producer_done(struct kevd *evd)
+{
+	smp_mb();
+	if (waitqueue_active(&evd->wq))
+		wake_up(&evd->wq);
+	if (kevd_upcalls_enabled(READ_ONCE(evd->policy)))
+		kevd_schedule(evd);
+}
+
+/* A consumer freed slots: restart a CQ drain that stopped at a full ring. */
+static void kevd_consumer_done(struct kevd *evd)
+{
+	smp_mb();	/* pairs with kevd_cq_drain(): stalled flag, then cons */
+	if (READ_ONCE(evd->cq_stalled)) {
+		WRITE_ONCE(evd->cq_stalled, false);
+		kevd_schedule(evd);
+	}
+}
+
+static void kevd_release(struct kref *ref)
+{
+	struct kevd *evd = container_of(ref, struct kevd, ref);
+
+	kevd_ring_destroy(&evd->ring);
+	kfree(evd);
+}
+
+/**
+ * kevd_get() - take a reference.
+ * @evd: the EVD.
+ */
+void kevd_get(struct kevd *evd)
+{
+	kref_get(&evd->ref);
+}
+
+/**
+ * kevd_put() - drop a reference; the last one frees the memory.
+ * @evd: the EVD.
+ */
+void kevd_put(struct kevd *evd)
+{
+	kref_put(&evd->ref, kevd_release);
+}
+
+/**
+ * kevd_raise_overflow() - report that @evd dropped an event.
+ * @evd: the EVD that overflowed (the drop is already counted).
+ * @stream: the stream whose event was dropped.
+ *
+ * Marks @evd overflowed and posts %KEVD_ASYNC_ERROR_EVD_OVERFLOW, whose
+ * handle is @evd, to its async EVD. An async EVD that is itself full
+ * counts a drop and raises nothing further.
+ *
+ * Context: any.
+ * Return: 0, or -ENOSPC if the overflow event itself was dropped.
+ */
+int kevd_raise_overflow(struct kevd *evd, enum kevd_stream stream)
+{
+	struct kevd_event ev = {
+		.event_number = KEVD_ASYNC_ERROR_EVD_OVERFLOW,
+		.async = { .handle = evd, .reason = stream },
+	};
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	evd->state |= KEVD_STATE_OVERFLOWED;
+	spin_unlock_irqrestore(&evd->lock, flags);
+	if (!evd->async_evd)
+		return 0;
+	return kevd_ring_post(evd->async_evd, &ev, KEVD_STREAM_ASYNC, true);
+}
+
+/**
+ * kevd_attr_init() - fill attributes with kevd's defaults.
+ * @attr: the attributes.
+ *
+ * Queue length and upcall policy come from the module parameters
+ * default_qlen and default_policy; streams are the DAT default
+ * (%KEVD_DEFAULT_FLAG), INVOC_NEW, no upcall, any CPU and vector.
+ *
+ * Context: any.
+ */
+void kevd_attr_init(struct kevd_attr *attr)
+{
+	memset(attr, 0, sizeof(*attr));
+	attr->qlen = READ_ONCE(kevd_param_qlen);
+	attr->flags = KEVD_DEFAULT_FLAG;
+	attr->upcall_policy = READ_ONCE(kevd_param_policy);
+	attr->upcall_flag = KEVD_UPCALL_INVOC_NEW;
+	attr->cpu = KEVD_ANY;
+	attr->comp_vector = KEVD_ANY;
+}
+EXPORT_SYMBOL_GPL(kevd_attr_init);
+
+static int kevd_check_attr(struct ib_device *dev, const struct kevd_attr *attr)
+{
+	if (!attr || !attr->qlen || attr->qlen > KEVD_MAX_QLEN)
+		return -EINVAL;
+	if (!attr->flags || (attr->flags & ~KEVD_ALL_FLAGS))
+		return -EINVAL;
+	if ((attr->flags & KEVD_DTO_FLAG) && !dev)
+		return -EINVAL;
+	if (attr->upcall_policy == KEVD_UPCALL_TEARDOWN ||
+	    (attr->upcall_policy != KEVD_UPCALL_DISABLE &&
+	     !kevd_upcalls_enabled(attr->upcall_policy)))
+		return -EINVAL;
+	if (kevd_upcalls_enabled(attr->upcall_policy) && !attr->upcall.func)
+		return -EINVAL;
+	if (attr->upcall_flag != KEVD_UPCALL_INVOC_NEW &&
+	    attr->upcall_flag != KEVD_UPCALL_INVOC_ANY)
+		return -EINVAL;
+	if (attr->cpu != KEVD_ANY && (attr->cpu < 0 || attr->cpu >= nr_cpu_ids))
+		return -EINVAL;
+	if (attr->async_evd && !(attr->async_evd->flags & KEVD_ASYNC_FLAG))
+		return -EINVAL;
+	return 0;
+}
+
+/**
+ * kevd_create() - create an EVD.
+ * @dev: the device of the DTO stream's CQ; may be NULL without
+ *	%KEVD_DTO_FLAG.
+ * @attr: attributes, from kevd_attr_init() and the consumer.
+ *
+ * With %KEVD_DTO_FLAG the EVD owns a CQ on @dev (kevd_cq()), armed and
+ * served by a poller thread. The queue length may be larger than asked;
+ * kevd_query() reports it.
+ *
+ * Context: process context; may sleep.
+ * Return: the EVD, or ERR_PTR(-EINVAL) for bad attributes, -ENOMEM, or
+ * the error of ib_create_cq().
+ */
+struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
+{
+	u32 headroom = 0;
+	struct kevd *evd;
+	int ret;
+
+	might_sleep();
+	ret = kevd_check_attr(dev, attr);
+	if (ret)
+		return ERR_PTR(ret);
+
+	evd = kzalloc(sizeof(*evd), GFP_KERNEL);
+	if (!evd)
+		return ERR_PTR(-ENOMEM);
+	if (attr->flags & (KEVD_CR_FLAG | KEVD_CONNECTION_FLAG |
+			   KEVD_ASYNC_FLAG | KEVD_RMR_BIND_FLAG))
+		headroom = KEVD_HEADROOM;
+	ret = kevd_ring_init(&evd->ring, attr->qlen, headroom);
+	if (ret)
+		goto err_free;
+
+	spin_lock_init(&evd->lock);
+	init_waitqueue_head(&evd->wq);
+	kref_init(&evd->ref);
+	INIT_LIST_HEAD(&evd->poll_node);
+	atomic_set(&evd->async_users, 0);
+	evd->flags = attr->flags;
+	evd->policy = attr->upcall_policy;
+	evd->upcall = attr->upcall;
+	evd->upcall_flag = attr->upcall_flag;
+	evd->state = KEVD_STATE_OPEN;
+	evd->home = kevd_poller_pick(attr->cpu);
+
+	if (attr->flags & KEVD_DTO_FLAG) {
+		ret = kevd_cq_create(evd, dev, attr);
+		if (ret)
+			goto err_ring;
+	}
+	if (attr->async_evd) {
+		evd->async_evd = attr->async_evd;
+		kevd_get(evd->async_evd);
+		atomic_inc(&evd->async_evd->async_users);
+	}
+	kevd_register(evd);
+	return evd;
+
+err_ring:
+	kevd_ring_destroy(&evd->ring);
+err_free:
+	kfree(evd);
+	return ERR_PTR(ret);
+}
+EXPORT_SYMBOL_GPL(kevd_create);
+
+/**
+ * kevd_free() - destroy an EVD.
+ * @evd: the EVD.
+ *
+ * Refused while a stream still feeds the EVD: QPs on its CQ, EVDs that
+ * use it as their async EVD, a thread in kevd_wait(). Otherwise upcalls
+ * are torn down, the poller lets go, the CQ is destroyed, queued events
+ * are discarded and the memory is released: when kevd_free() returns, no
+ * upcall runs or will run and no poller or handler touches the EVD.
+ *
+ * Context: process context; may sleep. Not from an upcall of @evd.
+ * Return: 0, -EINVAL for a NULL @evd, -EBUSY while referenced, or
+ * -EDEADLK from inside an upcall of @evd.
+ */
+int kevd_free(struct kevd *evd)
+{
+	unsigned long flags;
+
+	if (!evd)
+		return -EINVAL;
+	if (kevd_current_in_upcall(evd))
+		return -EDEADLK;
+	might_sleep();
+
+	spin_lock_irqsave(&evd->lock, flags);
+	if (evd->waiter || atomic_read(&evd->async_users) ||
+	    kevd_cq_busy(evd)) {
+		spin_unlock_irqrestore(&evd->lock, flags);
+		return -EBUSY;
+	}
+	evd->policy = KEVD_UPCALL_TEARDOWN;
+	evd->state &= ~KEVD_STATE_OPEN;
+	set_bit(KEVD_POLL_DEAD, &evd->poll_state);
+	spin_unlock_irqrestore(&evd->lock, flags);
+
+	/* No upcall in progress, the poller has let go: then the CQ. */
+	wait_event(evd->wq, !READ_ONCE(evd->upcalls_running));
+	kevd_poll_wait_idle(evd);
+	kevd_cq_destroy(evd);
+
+	kevd_unregister(evd);
+	if (evd->async_evd) {
+		atomic_dec(&evd->async_evd->async_users);
+		kevd_put(evd->async_evd);
+	}
+	kevd_put(evd);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(kevd_free);
+
+/**
+ * kevd_dequeue() - take the oldest event.
+ * @evd: the EVD.
+ * @ev: where to put it.
+ *
+ * Context: any.
+ * Return: 0, -EAGAIN when the EVD is empty, -EINVAL for NULL arguments.
+ */
+int kevd_dequeue(struct kevd *evd, struct kevd_event *ev)
+{
+	if (!evd || !ev)
+		return -EINVAL;
+	if (!kevd_ring_pop(evd, ev, 1))
+		return -EAGAIN;
+	kevd_consumer_done(evd);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(kevd_dequeue);
+
+/**
+ * kevd_post_se() - post a software event.
+ * @evd: an EVD with %KEVD_SOFTWARE_FLAG.
+ * @pointer: the event's pointer.
+ *
+ * Context: any, hard IRQ included.
+ * Return: 0, -EINVAL for a NULL @evd or an EVD without the software
+ * stream, -ENOSPC when the queue is full (nothing is queued and no
+ * overflow is raised).
+ */
+int kevd_post_se(struct kevd *evd, void *pointer)
+{
+	struct kevd_event ev = {
+		.event_number = KEVD_SOFTWARE_EVENT,
+		.software.pointer = pointer,
+	};
+
+	if (!evd || !(evd->flags & KEVD_SOFTWARE_FLAG))
+		return -EINVAL;
+	return kevd_ring_post(evd, &ev, KEVD_STREAM_SOFTWARE, false);
+}
+EXPORT_SYMBOL_GPL(kevd_post_se);
+
+/**
+ * kevd_post_event() - post a CR, connection, RMR bind or async event.
+ * @evd: the EVD; it must have the event's stream flag.
+ * @ev: the event (->evd is ignored).
+ *
+ * For connection managers and providers that feed an EVD. These streams
+ * cannot wait, so they may use the EVD's headroom; if even that is full,
+ * the event is dropped, counted, the EVD enters the overflowed state and
+ * %KEVD_ASYNC_ERROR_EVD_OVERFLOW goes to its async EVD.
+ *
+ * Context: any, hard IRQ included.
+ * Return: 0, -EINVAL for a DTO or software event, an unknown number or a
+ * stream the EVD does not have, -EOVERFLOW when the event was dropped.
+ */
+int kevd_post_event(struct kevd *evd, const struct kevd_event *ev)
+{
+	enum kevd_stream stream;
+
+	if (!evd || !ev)
+		return -EINVAL;
+	stream = kevd_event_stream(ev->event_number);
+	if (stream == KEVD_NR_STREAMS || stream == KEVD_STREAM_DTO ||
+	    stream == KEVD_STREAM_SOFTWARE ||
+	    !(evd->flags & kevd_stream_flag[stream]))
+		return -EINVAL;
+	if (kevd_ring_post(evd, ev, stream, true)) {
+		kevd_raise_overflow(evd, stream);
+		return -EOVERFLOW;
+	}
+	return 0;
+}
+EXPORT_SYMBOL_GPL(kevd_post_event);
+
+/**
+ * kevd_resize() - change the queue length.
+ * @evd: the EVD.
+ * @qlen: the new minimum queue length.
+ *
+ * No queued or incoming event is lost or reordered, also while producers
+ * and upcalls run. A successful resize also clears the overflowed state.
+ *
+ * Context: process context; may sleep.
+ * Return: 0, -EINVAL for a bad argument, -EBUSY when the queued events do
+ * not fit in @qlen, -ENOMEM.
+ */
+int kevd_resize(struct kevd *evd, u32 qlen)
+{
+	unsigned long flags;
+	int ret;
+
+	if (!evd)
+		return -EINVAL;
+	ret = kevd_ring_resize(evd, qlen);
+	if (ret)
+		return ret;
+	spin_lock_irqsave(&evd->lock, flags);
+	evd->state &= ~KEVD_STATE_OVERFLOWED;
+	spin_unlock_irqrestore(&evd->lock, flags);
+	kevd_consumer_done(evd);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(kevd_resize);
+
+/**
+ * kevd_query() - report an EVD's parameters, state and statistics.
+ * @evd: the EVD.
+ * @param: where to put them.
+ *
+ * Context: any.
+ * Return: 0, or -EINVAL for NULL arguments.
+ */
+int kevd_query(struct kevd *evd, struct kevd_param *param)
+{
+	unsigned long flags;
+
+	if (!evd || !param)
+		return -EINVAL;
+	memset(param, 0, sizeof(*param));
+	spin_lock_irqsave(&evd->lock, flags);
+	param->upcall_policy = evd->policy;
+	param->upcall_flag = evd->upcall_flag;
+	param->upcall = evd->upcall;
+	param->state = evd->state;
+	spin_unlock_irqrestore(&evd->lock, flags);
+	param->qlen = kevd_ring_qlen(&evd->ring);
+	param->count = kevd_ring_count(&evd->ring);
+	param->flags = evd->flags;
+	param->cq = evd->cq;
+	kevd_read_stats(evd, &param->stats);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(kevd_query);
+
+/**
+ * kevd_set_unwaitable() - make kevd_wait() return at once, or not.
+ * @evd: the EVD.
+ * @unwaitable: true: the current and every later wait returns -ECANCELED.
+ *
+ * Context: any.
+ * Return: 0, or -EINVAL for a NULL @evd.
+ */
+int kevd_set_unwaitable(struct kevd *evd, bool unwaitable)
+{
+	unsigned long flags;
+
+	if (!evd)
+		return -EINVAL;
+	spin_lock_irqsave(&evd->lock, flags);
+	if (unwaitable)
+		evd->state |= KEVD_STATE_UNWAITABLE;
+	else
+		evd->state &= ~KEVD_STATE_UNWAITABLE;
+	spin_unlock_irqrestore(&evd->lock, flags);
+	wake_up(&evd->wq);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(kevd_set_unwaitable);
+
+static bool kevd_wait_ready(struct kevd *evd, u32 threshold)
+{
+	return kevd_ring_count(&evd->ring) >= threshold ||
+	       (READ_ONCE(evd->state) & KEVD_STATE_UNWAITABLE);
+}
+
+static int kevd_wait_begin(struct kevd *evd, u32 threshold)
+{
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	if (kevd_upcalls_enabled(evd->policy))
+		ret = -EINVAL;
+	else if (evd->waiter)
+		ret = -EBUSY;
+	else if (evd->state & KEVD_STATE_UNWAITABLE)
+		ret = -ECANCELED;
+	if (!ret) {
+		evd->waiter = current;
+		evd->wait_threshold = threshold;
+		WRITE_ONCE(evd->state, evd->state | KEVD_STATE_WAITED);
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
+	return ret;
+}
+
+static void kevd_wait_end(struct kevd *evd)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	evd->waiter = NULL;
+	WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_WAITED);
+	spin_unlock_irqrestore(&evd->lock, flags);
+}
+
+/**
+ * kevd_wait() - wait for events, then take one (the uDAPL call).
+ * @evd: the EVD; upcalls must be disabled.
+ * @timeout_us: microseconds, or %KEVD_TIMEOUT_INFINITE; 0 polls.
+ * @threshold: wait until this many events are queued, 1 .. queue length.
+ * @ev: the event taken.
+ * @nmore: events still queued after it.
+ *
+ * The remaining timeout shrinks across wake-ups. Every exit path leaves
+ * the EVD un-waited.
+ *
+ * Context: process context; sleeps.
+ * Return: 0 with an event, -ETIMEDOUT, -ERESTARTSYS on a signal, -EBUSY
+ * if another thread waits, -EINVAL for bad arguments or enabled upcalls,
+ * -ECANCELED when the EVD is or becomes unwaitable.
+ */
+int kevd_wait(struct kevd *evd, u32 timeout_us, u32 threshold,
+	      struct kevd_event *ev, u32 *nmore)
+{
+	long left;
+	int ret;
+
+	if (!evd || !ev || !nmore || !threshold ||
+	    threshold > kevd_ring_qlen(&evd->ring))
+		return -EINVAL;
+	might_sleep();
+	ret = kevd_wait_begin(evd, threshold);
+	if (ret)
+		return ret;
+
+	left = timeout_us == KEVD_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :
+	       (long)usecs_to_jiffies(timeout_us);
+	for (;;) {
+		if (kevd_wait_ready(evd, threshold)) {
+			ret = 0;
+		} else if (!left) {
+			ret = -ETIMEDOUT;
+			break;
+		} else {
+			left = wait_event_interruptible_timeout(evd->wq,
+					kevd_wait_ready(evd, threshold), left);
+			if (left < 0) {
+				ret = left;
+				break;
+			}
+			continue;
+		}
+		if (READ_ONCE(evd->state) & KEVD_STATE_UNWAITABLE) {
+			ret = -ECANCELED;
+			break;
+		}
+		/* Another consumer may have taken it: wait on. */
+		if (!kevd_dequeue(evd, ev))
+			break;
+	}
+	kevd_wait_end(evd);
+	*nmore = kevd_ring_count(&evd->ring);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kevd_wait);
+
+/**
+ * kevd_cq() - the CQ of the DTO stream.
+ * @evd: the EVD.
+ *
+ * Consumers create their QPs on it; their wr_id is the DTO cookie.
+ *
+ * Context: any.
+ * Return: the CQ, or NULL for an EVD without the DTO stream.
+ */
+struct ib_cq *kevd_cq(struct kevd *evd)
+{
+	return evd ? evd->cq : NULL;
+}
+EXPORT_SYMBOL_GPL(kevd_cq);

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
+/*
+ * kevd internals shared by evd/, dto/ and upcall_policy/.
+ *
+ * Locking, outermost first (see also the top of each .c file):
+ *
+ *   evd->lock (spin_lock_irqsave)
+ *	upcall policy, upcall object and flag, state bits, the waiter, the
+ *	upcall-in-progress count. The completion handler reads the policy
+ *	under it in hard-IRQ context.
+ *   ring->cons_lock (spin_lock_irqsave)
+ *	the consumer index; serialises dequeue, wait and upcall batches.
+ *   ring->prod_lock (spin_lock_irqsave)
+ *	the producer index and the slot reservations of CQ drains.
+ *   poller->lock (spin_lock_irqsave)
+ *	the run list of a poller thread.
+ *
+ * kevd_resize() takes cons_lock then prod_lock; nothing else nests the two
+ * ring locks. evd->lock is never taken inside a ring lock.
+ *
+ * Ownership (the NAPI rule): an EVD whose KEVD_POLL_SCHED bit is set
+ * belongs to exactly one poller, which alone drains its CQ, arms the CQ
+ * and delivers SINGLE_INSTANCE upcalls. kevd_schedule() from any context
+ * either takes the bit and queues the EVD, or, if it is taken, sets
+ * KEVD_POLL_MISSED so the owner makes one more pass before letting go.
+ */
+#ifndef _KEVD_INTERNAL_H
+#define _KEVD_INTERNAL_H
+
+#include <linux/cache.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+#include <rdma/ib_verbs.h>
+#include <kevd/kevd.h>
+
+#define KEVD_MAX_QLEN		(1U << 20)
+/* Slots only the streams that cannot wait (CR, connection, async) use. */
+#define KEVD_HEADROOM		8
+/* Work completions polled per ib_poll_cq() call; events per batch. */
+#define KEVD_BATCH		16
+
+/* Bits of kevd->poll_state. */
+enum {
+	KEVD_POLL_SCHED,	/* owned by a poller (queued or running) */
+	KEVD_POLL_MISSED,	/* scheduled again while owned */
+	KEVD_POLL_DEAD,		/* being freed: never scheduled again */
+	KEVD_POLL_NOTIFIED,	/* a CQ notification came since the last pass */
+};
+
+/**
+ * struct kevd_ring - the event ring of one EVD.
+ * @prod: next slot to fill; written under @prod_lock, read anywhere.
+ * @resv: slots reserved by a CQ drain in flight; under @prod_lock.
+ * @prod_lock: serialises producers.
+ * @cons: next slot to take; written under @cons_lock, read anywhere.
+ * @cons_lock: serialises consumers.
+ * @slots: the events; replaced only by resize, under both locks.
+ * @mask: number of slots minus one (a power of two minus one).
+ * @headroom: slots kept for the streams that cannot wait.
+ *
+ * Producer and consumer state live on separate cache lines; the fields
+ * both sides read but only resize writes share a third one.
+ */
+struct kevd_ring {
+	u32 prod ____cacheline_aligned_in_smp;
+	u32 resv;
+	spinlock_t prod_lock;
+
+	u32 cons ____cacheline_aligned_in_smp;
+	spinlock_t cons_lock;
+
+	struct kevd_event *slots ____cacheline_aligned_in_smp;
+	u32 mask;
+	u32 headroom;
+};
+
+/* Producer-side counters: written under ring->prod_lock. */
+struct kevd_prod_stats {
+	u64 posted[KEVD_NR_STREAMS];
+	u64 overflows;
+	u64 drops;
+	u64 max_batch;
+};
+
+/* Consumer-side counters: written under ring->cons_lock. */
+struct kevd_cons_stats {
+	u64 delivered[KEVD_NR_STREAMS];
+};
+
+/* Counters of the owning poller (and the completion handler, atomics). */
+struct kevd_poll_stats {
+	u64 upcalls;
+	u64 empty_notifications;
+	u64 arms;
+	u64 repolls;
+	u64 backpressure_stalls;
+};
+
+struct kevd_poller;
+
+/**
+ * struct kevd - an event dispatcher.
+ * @ring: the event ring.
+ * @pstats: producer counters.
+ * @cstats: consumer counters.
+ * @lock: protects the fields down to @wait_threshold.
+ * @policy: the upcall policy.
+ * @upcall: the upcall object.
+ * @upcall_flag: INVOC_NEW or INVOC_ANY.
+ * @state: KEVD_STATE_* bits.
+ * @upcalls_running: upcall batches being delivered now.
+ * @gate_new: INVOC_NEW is waiting for the first new arrival...
+ * @gate_prod: ...that is, for ring.prod to move past this.
+ * @notify_prod: ring.prod at the last NOTIFY doorbell.
+ * @waiter: the thread in kevd_wait(), or NULL.
+ * @wait_threshold: its threshold.
+ * @wq: waiters in kevd_wait() and TEARDOWN/free sleep here.
+ * @flags: stream flags; fixed at create.
+ * @poll_state: KEVD_POLL_* bits.
+ * @poll_node: on a poller's run list while queued.
+ * @home: the poller that serves the EVD by default.
+ * @cq_stalled: the last CQ drain stopped at a full ring.
+ * @notifications: completion notifications received (atomic).
+ * @postats: the owning poller's counters.
+ * @cq: the CQ of the DTO stream, or NULL.
+ * @solicited_only: arm for solicited completions only.
+ * @cq_error_reported: an IB_EVENT_CQ_ERR was turned into an overflow.
+ * @async_evd: receives this EVD's async errors; holds a reference.
+ * @async_users: EVDs that use this one as their async EVD.
+ * @ref: the EVD's lifetime.
+ * @list: on the global list of EVDs (debugfs, totals).
+ * @id: a number for debugfs.
+ */
+struct kevd {
+	struct kevd_ring ring;
+	struct kevd_prod_stats pstats;
+	struct kevd_cons_stats cstats;
+
+	spinlock_t lock ____cacheline_aligned_in_smp;
+	int policy;
+	struct kevd_upcall upcall;
+	int upcall_flag;
+	u32 state;
+	unsigned int upcalls_running;
+	bool gate_new;
+	u32 gate_prod;
+	u32 notify_prod;
+	struct task_struct *waiter;
+	u32 wait_threshold;
+	wait_queue_head_t wq;
+
+	u32 flags;
+	unsigned long poll_state;
+	struct list_head poll_node;
+	struct kevd_poller *home;
+	bool cq_stalled;
+	atomic64_t notifications;
+	struct kevd_poll_stats postats;
+
+	struct ib_cq *cq;
+	bool solicited_only;
+	bool cq_error_reported;
+
+	struct kevd *async_evd;
+	atomic_t async_users;
+	struct kref ref;
+	struct list_head list;
+	unsigned int id;
+};
+
+/* evd/ring.c */
+int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom);
+void kevd_ring_destroy(struct kevd_ring *ring);
+u32 kevd_ring_qlen(const struct kevd_ring *ring);
+u32 kevd_ring_count(const struct kevd_ring *ring);
+u32 kevd_ring_reserve(struct kevd *evd, u32 want);
+void kevd_ring_commit(struct kevd *evd, const struct kevd_event *evs,
+		      u32 n, u32 reserved, enum kevd_stream stream);
+int kevd_ring_post(struct kevd *evd, const struct kevd_event *ev,
+		   enum kevd_stream stream, bool headroom);
+u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max);
+int kevd_ring_resize(struct kevd *evd, u32 qlen);
+
+/* evd/evd.c */
+enum kevd_stream kevd_event_stream(u32 event_number);
+bool kevd_upcalls_enabled(int policy);
+void kevd_producer_done(struct kevd *evd);
+void kevd_get(struct kevd *evd);
+void kevd_put(struct kevd *evd);
+int kevd_raise_overflow(struct kevd *evd, enum kevd_stream stream);
+
+/* evd/poller.c */
+int kevd_pollers_start(void);
+void kevd_pollers_stop(void);
+struct kevd_poller *kevd_poller_pick(int cpu);
+bool kevd_schedule(struct kevd *evd);
+void kevd_poll_wait_idle(struct kevd *evd);
+bool kevd_current_in_upcall(struct kevd *evd);
+void kevd_poller_enter_upcall(struct kevd_poller *p, struct kevd *evd);
+bool kevd_poller_handoff(struct kevd_poller *p, struct kevd *evd);
+unsigned int kevd_nr_pollers(void);
+
+/* evd/params.c */
+extern unsigned int kevd_param_budget;
+extern unsigned int kevd_param_qlen;
+extern int kevd_param_policy;
+extern unsigned int kevd_param_pollers;
+extern int kevd_param_notify_check;
+
+enum kevd_notify_check {
+	KEVD_CHECK_AUTO,	/* trust a positive return, else poll one */
+	KEVD_CHECK_REPORT,	/* trust the return value only */
+	KEVD_CHECK_POLL,	/* ignore the return value, poll one */
+};
+
+/* evd/debugfs.c */
+void kevd_debugfs_init(void);
+void kevd_debugfs_exit(void);
+void kevd_register(struct kevd *evd);
+void kevd_unregister(struct kevd *evd);
+void kevd_read_stats(struct kevd *evd, struct kevd_stats *st);
+
+/* dto/cq.c */
+int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
+		   const struct kevd_attr *attr);
+void kevd_cq_destroy(struct kevd *evd);
+bool kevd_cq_busy(struct kevd *evd);
+u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs,
+		  struct kevd_event *evs, u32 budget);
+
+/* dto/wc.c */
+void kevd_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev);
+u32 kevd_wc_status(enum ib_wc_status status);
+u32 kevd_wc_opcode(const struct ib_wc *wc);
+
+/* upcall_policy/deliver.c */
+u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
+		 struct kevd_event *evs, u32 budget, bool *handed_off);
+
+/* upcall_policy/notify.c */
+bool kevd_arm_and_check(struct kevd *evd, struct ib_wc *wcs,
+			struct kevd_event *evs);
+
+#endif /* _KEVD_INTERNAL_H */

@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * The poller threads: a fixed pool (module parameter nr_pollers, default
+ * one per online CPU) that drains the CQs and delivers the upcalls of all
+ * EVDs. 10,000 EVDs are 10,000 list entries, not 10,000 threads.
+ *
+ * Scheduling follows NAPI (Documentation/networking/napi.rst):
+ *   - kevd_schedule() sets KEVD_POLL_SCHED and queues the EVD on a
+ *     poller's run list; if the bit was already set it sets
+ *     KEVD_POLL_MISSED instead, and the owner makes one more pass before
+ *     it lets go (kevd_poll_complete()). No notification is lost between
+ *     a pass's last look and its letting go.
+ *   - A pass (kevd_poll_one()) drains the CQ within the budget, delivers
+ *     upcalls, and when idle arms the CQ with the extended notify; work
+ *     left over sends the EVD to the tail of the list.
+ *
+ * Ownership: while KEVD_POLL_SCHED is set exactly one poller owns the EVD:
+ * it alone drains and arms the CQ. For MANY the owner hands the EVD to the
+ * next poller before it runs a batch of upcalls, so batches overlap.
+ *
+ * Slow upcalls: an upcall runs in its poller thread. Before a poller runs
+ * upcalls it passes the other EVDs on its run list to another poller, and
+ * kevd_schedule() avoids pollers that are inside an upcall, so a sleeping
+ * upcall delays only its own EVD (with a single poller, all of them).
+ *
+ * Locking: poller->lock (irqsave) guards the run list only. It nests
+ * inside evd->lock (the completion handler); nothing is taken inside it.
+ */
+#include <linux/cpumask.h>
+#include <linux/kthread.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/wait_bit.h>
+#include "kevd_internal.h"
+
+/**
+ * struct kevd_poller - one poller thread.
+ * @lock: guards @run_list.
+ * @run_list: EVDs waiting for a pass, in order.
+ * @task: the thread.
+ * @in_upcall: the EVD whose upcall the thread runs now, or NULL.
+ * @idx: index in the pool.
+ * @wcs: work completions of a CQ drain.
+ * @evs: events of a drain or of an upcall batch.
+ */
+struct kevd_poller {
+	spinlock_t lock;
+	struct list_head run_list;
+	struct task_struct *task;
+	struct kevd *in_upcall;
+	unsigned int idx;
+	struct ib_wc wcs[KEVD_BATCH];
+	struct kevd_event evs[KEVD_BATCH];
+} ____cacheline_aligned_in_smp;
+
+static struct kevd_poller *kevd_pollers;
+static unsigned int kevd_npollers;
+static atomic_t kevd_next_poller = ATOMIC_INIT(0);
+
+/**
+ * kevd_nr_pollers() - size of the pool.
+ *
+ * Return: the number of poller threads.
+ */
+unsigned int kevd_nr_pollers(void)
+{
+	return kevd_npollers;
+}
+
+/**
+ * kevd_poller_pick() - the home poller for a new EVD.
+ * @cpu: a CPU hint, or %KEVD_ANY for round robin.
+ *
+ * Return: a poller.
+ */
+struct kevd_poller *kevd_poller_pick(int cpu)
+{
+	unsigned int i;
+
+	if (cpu == KEVD_ANY)
+		i = atomic_inc_return(&kevd_next_poller);
+	else
+		i = cpu;
+	return &kevd_pollers[i % kevd_npollers];
+}
+
+static struct kevd_poller *kevd_poller_next(struct kevd_poller *p)
+{
+	return &kevd_pollers[(p->idx + 1) % kevd_npollers];
+}
+
+/* The home poller, or the first after it that is not inside an upcall. */
+static struct kevd_poller *kevd_target(struct kevd *evd)
+{
+	struct kevd_poller *p = evd->home;
+	unsigned int i;
+
+	for (i = 0; i < kevd_npollers; i++, p = kevd_poller_next(p))
+		if (!READ_ONCE(p->in_upcall))
+			return p;
+	return evd->home;
+}
+
+static void kevd_enqueue(struct kevd_poller *p, struct kevd *evd)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&p->lock, flags);
+	list_add_tail(&evd->poll_node, &p->run_list);
+	spin_unlock_irqrestore(&p->lock, flags);
+	wake_up_process(p->task);
+}
+
+/**
+ * kevd_schedule() - make sure a pass over @evd will run.
+ * @evd: the EVD.
+ *
+ * Context: any, hard IRQ included.
+ * Return: true if this call queued the EVD, false if it was owned already
+ * (a pass will follow: KEVD_POLL_MISSED) or is being freed.
+ */
+bool kevd_schedule(struct kevd *evd)
+{
+	unsigned long val = READ_ONCE(evd->poll_state), new;
+
+	do {
+		if (val & BIT(KEVD_POLL_DEAD))
+			return false;
+		new = val | BIT(KEVD_POLL_SCHED);
+		if (val & BIT(KEVD_POLL_SCHED))
+			new |= BIT(KEVD_POLL_MISSED);
+	} while (!try_cmpxchg(&evd->poll_state, &val, new));
+
+	if (val & BIT(KEVD_POLL_SCHED))
+		return false;
+	kevd_enqueue(kevd_target(evd), evd);
+	return true;
+}
+
+/*
+ * Let go of @evd, unless a schedule came in during the pass: then queue it
+ * again (we keep ownership). After a successful let-go the EVD may be
+ * freed at once: do not touch it (wake_up_var() only hashes the address).
+ */
+static void kevd_poll_complete(struct kevd_poller *p, struct kevd *evd)
+{
+	unsigned long val = READ_ONCE(evd->poll_state), new;
+
+	do {
+		new = val & ~(BIT(KEVD_POLL_SCHED) | BIT(KEVD_POLL_MISSED));
+		if ((val & BIT(KEVD_POLL_MISSED)) &&
+		    !(val & BIT(KEVD_POLL_DEAD)))
+			new |= BIT(KEVD_POLL_SCHED);
+	} while (!try_cmpxchg(&evd->poll_state, &val, new));
+
+	if (new & BIT(KEVD_POLL_SCHED))
+		kevd_enqueue(p, evd);
+	else
+		wake_up_var(&evd->poll_state);
+}
+
+/**
+ * kevd_poll_wait_idle() - wait until no poller owns a dead EVD.
+ * @evd: an EVD with KEVD_POLL_DEAD set.
+ *
+ * Context: process context; sleeps.
+ */
+void kevd_poll_wait_idle(struct kevd *evd)
+{
+	might_sleep();
+	wait_var_event(&evd->poll_state,
+		       !(READ_ONCE(evd->poll_state) & BIT(KEVD_POLL_SCHED)));
+}
+
+/**
+ * kevd_current_in_upcall() - is the caller inside an upcall of @evd?
+ * @evd: the EVD.
+ *
+ * Return: true from a poller thread that runs an upcall of @evd.
+ */
+bool kevd_current_in_upcall(struct kevd *evd)
+{
+	unsigned int i;
+
+	if (!(current->flags & PF_KTHREAD))
+		return false;
+	for (i = 0; i < kevd_npollers; i++)
+		if (kevd_pollers[i].task == current)
+			return kevd_pollers[i].in_upcall == evd;
+	return false;
+}
+
+/* Pass the EVDs queued on @p to the next poller: @p is about to upcall. */
+static void kevd_poller_shed(struct kevd_poller *p)
+{
+	struct kevd_poller *to = kevd_poller_next(p);
+	unsigned long flags;
+	LIST_HEAD(moved);
+
+	if (to == p)
+		return;
+	spin_lock_irqsave(&p->lock, flags);
+	list_splice_init(&p->run_list, &moved);
+	spin_unlock_irqrestore(&p->lock, flags);
+	if (list_empty(&moved))
+		return;
+	spin_lock_irqsave(&to->lock, flags);
+	list_splice_tail(&moved, &to->run_list);
+	spin_unlock_irqrestore(&to->lock, flags);
+	wake_up_process(to->task);
+}
+
+/**
+ * kevd_poller_enter_upcall() - the poller is about to run upcalls.
+ * @p: the poller (current).
+ * @evd: the EVD whose upcalls run, or NULL when they are done.
+ */
+void kevd_poller_enter_upcall(struct kevd_poller *p, struct kevd *evd)
+{
+	WRITE_ONCE(p->in_upcall, evd);
+	if (evd)
+		kevd_poller_shed(p);
+}
+
+/**
+ * kevd_poller_handoff() - give an owned EVD to the next poller (MANY).
+ * @p: the current owner.
+ * @evd: the EVD.
+ *
+ * Return: true if handed off (the caller no longer owns @evd).
+ */
+bool kevd_poller_handoff(struct kevd_poller *p, struct kevd *evd)
+{
+	struct kevd_poller *to = kevd_poller_next(p);
+
+	if (to == p)
+		return false;
+	kevd_enqueue(to, evd);
+	return true;
+}
+
+static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
+{
+	u32 budget = READ_ONCE(kevd_param_budget);
+	u32 work = 0, drained = 0, got, done;
+	bool notified, handed_off = false;
+
+	if (test_bit(KEVD_POLL_DEAD, &evd->poll_state)) {
+		kevd_poll_complete(p, evd);
+		return;
+	}
+	notified = test_and_clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
+	while (work < budget) {
+		got = 0;
+		if (evd->cq)
+			got = kevd_cq_drain(evd, p->wcs, p->evs,
+					    min(budget - work, (u32)KEVD_BATCH));
+		drained += got;
+		done = kevd_deliver(evd, p, p->evs, budget - work, &handed_off);
+		if (handed_off)
+			return;
+		if (!got && !done)
+			break;
+		work += got + done;
+	}
+	if (notified && !drained)
+		evd->postats.empty_notifications++;
+	if (work >= budget || kevd_arm_and_check(evd, p->wcs, p->evs)) {
+		kevd_enqueue(p, evd);
+		return;
+	}
+	kevd_poll_complete(p, evd);
+}
+
+static int kevd_poller_fn(void *data)
+{
+	struct kevd_poller *p = data;
+	struct kevd *evd;
+
+	for (;;) {
+		set_current_state(TASK_IDLE);
+		if (kthread_should_stop()) {
+			__set_current_state(TASK_RUNNING);
+			break;
+		}
+		spin_lock_irq(&p->lock);
+		evd = list_first_entry_or_null(&p->run_list, struct kevd,
+					       poll_node);
+		if (evd)
+			list_del_init(&evd->poll_node);
+		spin_unlock_irq(&p->lock);
+		if (!evd) {
+			schedule();
+			continue;
+		}
+		__set_current_state(TASK_RUNNING);
+		kevd_poll_one(p, evd);
+		cond_resched();
+	}
+	return 0;
+}
+
+/**
+ * kevd_pollers_start() - start the pool (module init).
+ *
+ * Context: process context.
+ * Return: 0, or a negative errno with nothing left running.
+ */
+int kevd_pollers_start(void)
+{
+	unsigned int n = kevd_param_pollers ?: num_online_cpus();
+	unsigned int i;
+	int ret;
+
+	kevd_pollers = kcalloc(n, sizeof(*kevd_pollers), GFP_KERNEL);
+	if (!kevd_pollers)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		struct kevd_poller *p = &kevd_pollers[i];
+
+		spin_lock_init(&p->lock);
+		INIT_LIST_HEAD(&p->run_list);
+		p->idx = i;
+		p->task = kthread_create(kevd_poller_fn, p, "kevd_poll/%u", i);
+		if (IS_ERR(p->task)) {
+			ret = PTR_ERR(p->task);
+			goto err;
+		}
+		wake_up_process(p->task);
+	}
+	kevd_npollers = n;
+	return 0;
+err:
+	while (i--)
+		kthread_stop(kevd_pollers[i].task);
+	kfree(kevd_pollers);
+	kevd_pollers = NULL;
+	return ret;
+}
+
+/**
+ * kevd_pollers_stop() - stop the pool (module exit).
+ *
+ * Every EVD is freed by then (its consumer module is gone), so the run
+ * lists are empty.
+ *
+ * Context: process context; sleeps.
+ */
+void kevd_pollers_stop(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < kevd_npollers; i++)
+		kthread_stop(kevd_pollers[i].task);
+	kfree(kevd_pollers);
+	kevd_pollers = NULL;
+	kevd_npollers = 0;
+}

@@ -1,0 +1,569 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * kevd_api: every kDAT call's happy path and error paths, the upcall
+ * policies and flags, overflow.
+ */
+#include <linux/kthread.h>
+#include <linux/sched.h>
+#include "kevd_test.h"
+
+#define SW	KEVD_SOFTWARE_FLAG
+
+static struct kevd *sw_evd(struct kunit *test, u32 qlen)
+{
+	return kevd_test_create(test, qlen, SW, KEVD_UPCALL_DISABLE, NULL,
+				KEVD_UPCALL_INVOC_NEW);
+}
+
+static void *ptr(unsigned long v)
+{
+	return (void *)v;
+}
+
+static void kevd_api_create_errors(struct kunit *test)
+{
+	struct kevd_upcall up = { kevd_rec_upcall, NULL };
+	struct kevd_attr attr, a;
+	struct kevd *noasync;
+
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, NULL)), -EINVAL);
+	kevd_attr_init(&attr);
+	attr.flags = SW;
+
+	a = attr; a.qlen = 0;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, &a)), -EINVAL);
+	a = attr; a.qlen = U32_MAX;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, &a)), -EINVAL);
+	a = attr; a.qlen = KEVD_MAX_QLEN + 1;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, &a)), -EINVAL);
+	a = attr; a.flags = 0;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, &a)), -EINVAL);
+	a = attr; a.flags = 0x2;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, &a)), -EINVAL);
+	a = attr; a.flags = KEVD_DTO_FLAG;	/* DTO needs a device */
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, &a)), -EINVAL);
+	a = attr; a.upcall_policy = KEVD_UPCALL_TEARDOWN;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, &a)), -EINVAL);
+	a = attr; a.upcall_policy = 3;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, &a)), -EINVAL);
+	a = attr; a.upcall_policy = KEVD_UPCALL_MANY;	/* no upcall */
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, &a)), -EINVAL);
+	a = attr; a.upcall_flag = 2;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, &a)), -EINVAL);
+	a = attr; a.cpu = nr_cpu_ids;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, &a)), -EINVAL);
+
+	noasync = sw_evd(test, 4);
+	a = attr; a.async_evd = noasync;	/* not an async EVD */
+	KUNIT_EXPECT_EQ(test, PTR_ERR(kevd_create(NULL, &a)), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_free(noasync), 0);
+
+	a = attr; a.upcall_policy = KEVD_UPCALL_NOTIFY; a.upcall = up;
+	noasync = kevd_create(NULL, &a);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, noasync);
+	KUNIT_EXPECT_EQ(test, kevd_free(noasync), 0);
+}
+
+static void kevd_api_create_query(struct kunit *test)
+{
+	struct kevd_param p;
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	KUNIT_EXPECT_EQ(test, attr.flags, (u32)KEVD_DEFAULT_FLAG);
+	KUNIT_EXPECT_NE(test, attr.upcall_policy, KEVD_UPCALL_TEARDOWN);
+	KUNIT_EXPECT_GE(test, attr.qlen, 1U);
+	KUNIT_EXPECT_EQ(test, attr.upcall_flag, KEVD_UPCALL_INVOC_NEW);
+	KUNIT_EXPECT_EQ(test, attr.cpu, KEVD_ANY);
+
+	evd = kevd_test_create(test, 100, SW | KEVD_CONNECTION_FLAG,
+			       KEVD_UPCALL_DISABLE, NULL,
+			       KEVD_UPCALL_INVOC_ANY);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_GE(test, p.qlen, 100U);
+	KUNIT_EXPECT_EQ(test, p.count, 0U);
+	KUNIT_EXPECT_EQ(test, p.flags, (u32)(SW | KEVD_CONNECTION_FLAG));
+	KUNIT_EXPECT_EQ(test, p.upcall_policy, KEVD_UPCALL_DISABLE);
+	KUNIT_EXPECT_EQ(test, p.upcall_flag, KEVD_UPCALL_INVOC_ANY);
+	KUNIT_EXPECT_EQ(test, p.state, (u32)KEVD_STATE_OPEN);
+	KUNIT_EXPECT_NULL(test, p.cq);
+	KUNIT_EXPECT_NULL(test, kevd_cq(evd));
+	KUNIT_EXPECT_EQ(test, kevd_query(evd, NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_query(NULL, &p), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(NULL), -EINVAL);
+}
+
+static void kevd_api_post_dequeue_fifo(struct kunit *test)
+{
+	struct kevd_event ev;
+	struct kevd_param p;
+	struct kevd *evd = sw_evd(test, 8), *nosw;
+	unsigned long i;
+	u32 qlen;
+
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(NULL, &ev), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_post_se(NULL, NULL), -EINVAL);
+
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	qlen = p.qlen;
+	for (i = 0; i < qlen; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
+	/* Full: -ENOSPC, nothing queued, no overflow. */
+	KUNIT_EXPECT_EQ(test, kevd_post_se(evd, ptr(999)), -ENOSPC);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.count, qlen);
+	KUNIT_EXPECT_EQ(test, p.stats.overflows, 0ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.drops, 0ULL);
+	KUNIT_EXPECT_FALSE(test, p.state & KEVD_STATE_OVERFLOWED);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_SOFTWARE], (u64)qlen);
+
+	for (i = 0; i < qlen; i++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_SOFTWARE_EVENT);
+		KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, ptr(i));
+		KUNIT_EXPECT_PTR_EQ(test, ev.evd, evd);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_SOFTWARE], (u64)qlen);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+
+	nosw = kevd_test_create(test, 8, KEVD_CONNECTION_FLAG,
+				KEVD_UPCALL_DISABLE, NULL, 0);
+	KUNIT_EXPECT_EQ(test, kevd_post_se(nosw, NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_free(nosw), 0);
+}
+
+static void kevd_api_post_event_streams(struct kunit *test)
+{
+	struct kevd_event ev = { .event_number = KEVD_CONNECTION_EVENT_ESTABLISHED };
+	struct kevd_event out;
+	struct kevd *evd;
+
+	evd = kevd_test_create(test, 8, KEVD_CONNECTION_FLAG | SW,
+			       KEVD_UPCALL_DISABLE, NULL, 0);
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &ev), 0);
+	ev.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED;
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &ev), 0);
+	ev.event_number = KEVD_DTO_COMPLETION_EVENT;
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &ev), -EINVAL);
+	ev.event_number = KEVD_SOFTWARE_EVENT;
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &ev), -EINVAL);
+	ev.event_number = KEVD_CONNECTION_REQUEST_EVENT;	/* no CR flag */
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &ev), -EINVAL);
+	ev.event_number = 0x7777;
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &ev), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, NULL), -EINVAL);
+
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &out), 0);
+	KUNIT_EXPECT_EQ(test, out.event_number,
+			(u32)KEVD_CONNECTION_EVENT_ESTABLISHED);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &out), 0);
+	KUNIT_EXPECT_EQ(test, out.event_number,
+			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+static void kevd_api_resize(struct kunit *test)
+{
+	struct kevd *evd = sw_evd(test, 8);
+	struct kevd_event ev;
+	struct kevd_param p;
+	unsigned long i;
+
+	for (i = 0; i < 6; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, KEVD_MAX_QLEN + 1), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_resize(NULL, 8), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 5), -EBUSY);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 100), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_GE(test, p.qlen, 100U);
+	KUNIT_EXPECT_EQ(test, p.count, 6U);
+	for (i = 6; i < 50; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
+	/* Take some, so the live range wraps in the smaller array. */
+	for (i = 0; i < 45; i++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+		KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, ptr(i));
+	}
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 5), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.count, 5U);
+	KUNIT_EXPECT_LT(test, p.qlen, 100U);
+	for (i = 45; i < 50; i++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+		KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, ptr(i));
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+static void kevd_api_modify_upcall_errors(struct kunit *test)
+{
+	struct kevd_upcall nofunc = { NULL, NULL };
+	struct kevd *evd = sw_evd(test, 8);
+	struct kevd_param p;
+
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(NULL, 0, NULL, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, 3, NULL, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, 99, NULL, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, -2, NULL, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_DISABLE,
+						 NULL, 2), -EINVAL);
+	/* Enabling without any upcall object, or with a NULL function. */
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_MANY,
+						 NULL, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_MANY,
+						 &nofunc, 0), -EINVAL);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.upcall_policy, KEVD_UPCALL_DISABLE);
+	/* TEARDOWN outside any upcall returns at once. */
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.upcall_policy, KEVD_UPCALL_TEARDOWN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+/* INVOC_ANY fires for events queued before enabling. */
+static void kevd_api_invoc_any(struct kunit *test)
+{
+	struct kevd_upcall up = { kevd_rec_upcall, NULL };
+	struct kevd *evd = sw_evd(test, 16);
+	struct kevd_rec *r;
+	unsigned long i;
+
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	kevd_rec_init(r);
+	up.ctx = r;
+	for (i = 0; i < 5; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd,
+			KEVD_UPCALL_SINGLE_INSTANCE, &up,
+			KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->calls, 5));
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->errors), 0);
+	/* more_events was true for all but the last. */
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->last_more_false), 1);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->calls), 5);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+/* INVOC_NEW waits for an arrival, then delivers oldest first. */
+static void kevd_api_invoc_new(struct kunit *test)
+{
+	struct kevd_upcall up = { kevd_rec_upcall, NULL };
+	struct kevd *evd = sw_evd(test, 16);
+	struct kevd_rec *r;
+	unsigned long i;
+
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	kevd_rec_init(r);
+	up.ctx = r;
+	for (i = 0; i < 3; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd,
+			KEVD_UPCALL_SINGLE_INSTANCE, &up,
+			KEVD_UPCALL_INVOC_NEW), 0);
+	/* Every pass that enabling scheduled has run: still no upcall. */
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->calls), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(3)), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->calls, 4));
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->errors), 0);
+	KUNIT_EXPECT_EQ(test, r->next, 4ULL);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+/* NOTIFY rings a doorbell without an event; dequeue finds them all. */
+static void kevd_api_notify(struct kunit *test)
+{
+	struct kevd_upcall up = { kevd_rec_upcall, NULL };
+	struct kevd_event ev;
+	struct kevd_param p;
+	struct kevd_rec *r;
+	struct kevd *evd;
+	unsigned long i;
+
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	kevd_rec_init(r);
+	up.ctx = r;
+	evd = kevd_test_create(test, 64, SW, KEVD_UPCALL_NOTIFY, &up,
+			       KEVD_UPCALL_INVOC_NEW);
+	for (i = 0; i < 20; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->doorbells, 1));
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->calls), atomic_read(&r->doorbells));
+	for (i = 0; i < 20; i++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+		KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, ptr(i));
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.upcalls, (u64)atomic_read(&r->doorbells));
+	KUNIT_EXPECT_LE(test, atomic_read(&r->doorbells), 20);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+static void kevd_api_teardown_inside_upcall(struct kunit *test)
+{
+	struct kevd_upcall up = { kevd_rec_upcall, NULL };
+	struct kevd_rec *r;
+	struct kevd *evd;
+
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	kevd_rec_init(r);
+	up.ctx = r;
+	evd = kevd_test_create(test, 8, SW, KEVD_UPCALL_SINGLE_INSTANCE, &up,
+			       KEVD_UPCALL_INVOC_NEW);
+	r->evd = evd;
+	r->rc = 1;
+	r->done_at = 1;
+	r->action = KEVD_REC_TEARDOWN_INSIDE;
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(0)), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&r->done,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_EXPECT_EQ(test, r->rc, -EDEADLK);
+
+	r->rc = 1;
+	r->done_at = 2;
+	r->action = KEVD_REC_FREE_INSIDE;
+	reinit_completion(&r->done);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(1)), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&r->done,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_EXPECT_EQ(test, r->rc, -EDEADLK);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+struct kevd_waiter {
+	struct kevd *evd;
+	u32 timeout_us;
+	u32 threshold;
+	struct kevd_event ev;
+	u32 nmore;
+	int rc;
+	struct completion done;
+};
+
+static int kevd_waiter_fn(void *data)
+{
+	struct kevd_waiter *w = data;
+
+	w->rc = kevd_wait(w->evd, w->timeout_us, w->threshold, &w->ev,
+			  &w->nmore);
+	complete(&w->done);
+	return 0;
+}
+
+static bool kevd_wait_state(struct kevd *evd)
+{
+	unsigned long end = jiffies + KEVD_TEST_WAIT;
+	struct kevd_param p;
+
+	for (;;) {
+		if (kevd_query(evd, &p) || (p.state & KEVD_STATE_WAITED))
+			return true;
+		if (time_after(jiffies, end))
+			return false;
+		schedule_timeout_uninterruptible(1);
+	}
+}
+
+static void kevd_api_wait(struct kunit *test)
+{
+	struct kevd_upcall up = { kevd_rec_upcall, NULL };
+	struct kevd *evd = sw_evd(test, 8);
+	struct task_struct *task;
+	struct kevd_waiter *w;
+	struct kevd_rec *r;
+	struct kevd_event ev;
+	struct kevd_param p;
+	u32 nmore;
+
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 0, &ev, &nmore), -EINVAL);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, p.qlen + 1, &ev, &nmore),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 1, NULL, &nmore), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 1, &ev, NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 1, &ev, &nmore), -ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 2000, 1, &ev, &nmore), -ETIMEDOUT);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_FALSE(test, p.state & KEVD_STATE_WAITED);
+
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(1)), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(2)), 0);
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 3, &ev, &nmore), -ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, nmore, 2U);
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, KEVD_TIMEOUT_INFINITE, 2, &ev,
+					&nmore), 0);
+	KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, ptr(1));
+	KUNIT_EXPECT_EQ(test, nmore, 1U);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+
+	/* A waiter in another thread: second waiter, free, enable refused. */
+	w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	w->evd = evd;
+	w->timeout_us = KEVD_TIMEOUT_INFINITE;
+	w->threshold = 2;
+	init_completion(&w->done);
+	task = kthread_run(kevd_waiter_fn, w, "kevd_test_wait");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	KUNIT_ASSERT_TRUE(test, kevd_wait_state(evd));
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 1, &ev, &nmore), -EBUSY);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), -EBUSY);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd,
+			KEVD_UPCALL_SINGLE_INSTANCE, &up, 0), -EBUSY);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(10)), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(11)), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	KUNIT_EXPECT_PTR_EQ(test, w->ev.software.pointer, ptr(10));
+	KUNIT_EXPECT_EQ(test, w->nmore, 1U);
+
+	/* Unwaitable: a blocked waiter returns, later waits return at once. */
+	reinit_completion(&w->done);
+	w->threshold = 3;
+	task = kthread_run(kevd_waiter_fn, w, "kevd_test_wait");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	KUNIT_ASSERT_TRUE(test, kevd_wait_state(evd));
+	KUNIT_EXPECT_EQ(test, kevd_set_unwaitable(evd, true), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_EXPECT_EQ(test, w->rc, -ECANCELED);
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, KEVD_TIMEOUT_INFINITE, 1, &ev,
+					&nmore), -ECANCELED);
+	KUNIT_EXPECT_EQ(test, kevd_set_unwaitable(evd, false), 0);
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 1, &ev, &nmore), 0);
+	KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, ptr(11));
+
+	/* Wait with upcalls enabled. */
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	kevd_rec_init(r);
+	up.ctx = r;
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_NOTIFY, &up,
+						 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 1, &ev, &nmore), -EINVAL);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_FALSE(test, p.state & KEVD_STATE_WAITED);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+static void kevd_api_overflow(struct kunit *test)
+{
+	struct kevd_event ev = { .event_number = KEVD_CONNECTION_EVENT_BROKEN };
+	struct kevd *aevd, *evd;
+	struct kevd_attr attr;
+	struct kevd_param p;
+	struct kevd_event out;
+	u32 i, posted = 0;
+	int rc;
+
+	aevd = kevd_test_create(test, 8, KEVD_ASYNC_FLAG, KEVD_UPCALL_DISABLE,
+				NULL, 0);
+	kevd_attr_init(&attr);
+	attr.qlen = 4;
+	attr.flags = KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.async_evd = aevd;
+	evd = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	KUNIT_EXPECT_EQ(test, kevd_free(aevd), -EBUSY);
+
+	for (i = 0; i < 1000; i++) {
+		rc = kevd_post_event(evd, &ev);
+		if (rc)
+			break;
+		posted++;
+	}
+	KUNIT_EXPECT_EQ(test, rc, -EOVERFLOW);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	/* The connection stream may use the headroom too. */
+	KUNIT_EXPECT_GT(test, posted, p.qlen);
+	KUNIT_EXPECT_EQ(test, p.count, posted);
+	KUNIT_EXPECT_TRUE(test, p.state & KEVD_STATE_OVERFLOWED);
+	KUNIT_EXPECT_EQ(test, p.stats.drops, 1ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.overflows, 1ULL);
+
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(aevd, &out), 0);
+	KUNIT_EXPECT_EQ(test, out.event_number,
+			(u32)KEVD_ASYNC_ERROR_EVD_OVERFLOW);
+	KUNIT_EXPECT_PTR_EQ(test, out.async.handle, (void *)evd);
+	KUNIT_EXPECT_EQ(test, out.async.reason, (u32)KEVD_STREAM_CONNECTION);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(aevd, &out), -EAGAIN);
+
+	/* Growing the EVD is the remedy: it clears the state. */
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 64), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_FALSE(test, p.state & KEVD_STATE_OVERFLOWED);
+	KUNIT_EXPECT_EQ(test, p.count, posted);
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &ev), 0);
+
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(aevd), 0);
+}
+
+static void kevd_api_total_stats(struct kunit *test)
+{
+	struct kevd_stats before, after;
+	struct kevd *evd = sw_evd(test, 8);
+	struct kevd_event ev;
+
+	kevd_total_stats(&before);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	kevd_total_stats(&after);
+	/* Freed EVDs keep counting in the totals. */
+	KUNIT_EXPECT_EQ(test, after.posted[KEVD_STREAM_SOFTWARE],
+			before.posted[KEVD_STREAM_SOFTWARE] + 1);
+	KUNIT_EXPECT_EQ(test, after.delivered[KEVD_STREAM_SOFTWARE],
+			before.delivered[KEVD_STREAM_SOFTWARE] + 1);
+}
+
+static struct kunit_case kevd_api_cases[] = {
+	KUNIT_CASE(kevd_api_create_errors),
+	KUNIT_CASE(kevd_api_create_query),
+	KUNIT_CASE(kevd_api_post_dequeue_fifo),
+	KUNIT_CASE(kevd_api_post_event_streams),
+	KUNIT_CASE(kevd_api_resize),
+	KUNIT_CASE(kevd_api_modify_upcall_errors),
+	KUNIT_CASE(kevd_api_invoc_any),
+	KUNIT_CASE(kevd_api_invoc_new),
+	KUNIT_CASE(kevd_api_notify),
+	KUNIT_CASE(kevd_api_teardown_inside_upcall),
+	KUNIT_CASE(kevd_api_wait),
+	KUNIT_CASE(kevd_api_overflow),
+	KUNIT_CASE(kevd_api_total_stats),
+	{}
+};
+
+static struct kunit_suite kevd_api_suite = {
+	.name = "kevd_api",
+	.test_cases = kevd_api_cases,
+};
+kunit_test_suite(kevd_api_suite);

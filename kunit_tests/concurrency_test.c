@@ -1,0 +1,508 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * kevd_concurrency: exactly-once FIFO delivery with concurrent producers
+ * (kthreads and an hrtimer in hard-IRQ context) against concurrent
+ * dequeue, wait and upcalls; SINGLE_INSTANCE and MANY; TEARDOWN and free
+ * while upcalls run; resize under load.
+ *
+ * Workers only count; the test thread asserts.
+ */
+#include <linux/bitmap.h>
+#include <linux/delay.h>
+#include <linux/hrtimer.h>
+#include <linux/kthread.h>
+#include <linux/slab.h>
+#include "kevd_test.h"
+
+#define NPROD		3		/* kthread producers; the hrtimer is #NPROD */
+#define SEQ_BITS	24
+
+struct stress;
+
+/* A consumer: checks order per producer, so it must run serially. */
+struct stress_cons {
+	struct stress *s;
+	s32 last[NPROD + 1];
+	bool check_order;
+};
+
+struct stress {
+	struct kevd *evd;
+	u32 per_prod;		/* events per kthread producer */
+	u32 per_timer;		/* events from the hrtimer */
+	u32 total;
+	unsigned long *seen;
+	atomic_t delivered;
+	atomic_t dups;
+	atomic_t order_errors;
+	atomic_t bad;
+	atomic_t enospc;
+	atomic_t timer_posted;
+	atomic_t upcall_inside;
+	atomic_t upcall_max;
+	bool stop;
+	bool endless;		/* producers post until stop */
+	atomic_t endless_posted;
+	struct hrtimer timer;
+	u32 timer_seq;
+	struct stress_cons cons[3];
+	u32 upcall_sleep_us;
+	atomic_t wait_for_overlap;
+};
+
+static void *enc(u32 prod, u32 seq)
+{
+	return (void *)(((unsigned long)prod << SEQ_BITS) | seq);
+}
+
+static void stress_consume(struct stress_cons *c, const struct kevd_event *ev)
+{
+	struct stress *s = c->s;
+	unsigned long v = (unsigned long)ev->software.pointer;
+	u32 prod = v >> SEQ_BITS, seq = v & ((1U << SEQ_BITS) - 1);
+	u32 per = prod == NPROD ? s->per_timer : s->per_prod;
+
+	if (ev->event_number != KEVD_SOFTWARE_EVENT || prod > NPROD ||
+	    (!s->endless && seq >= per)) {
+		atomic_inc(&s->bad);
+		return;
+	}
+	if (!s->endless &&
+	    test_and_set_bit(prod * s->per_prod + seq, s->seen))
+		atomic_inc(&s->dups);
+	if (c->check_order) {
+		if ((s32)seq <= c->last[prod])
+			atomic_inc(&s->order_errors);
+		c->last[prod] = seq;
+	}
+	atomic_inc(&s->delivered);
+}
+
+static void stress_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct stress_cons *c = ctx;
+	struct stress *s = c->s;
+	int in = atomic_inc_return(&s->upcall_inside);
+	int max = atomic_read(&s->upcall_max);
+	unsigned long end;
+
+	while (in > max && !atomic_try_cmpxchg(&s->upcall_max, &max, in))
+		;
+	if (atomic_xchg(&s->wait_for_overlap, 0)) {
+		/* Hold the first upcall until a second one runs (bounded). */
+		end = jiffies + msecs_to_jiffies(5000);
+		while (atomic_read(&s->upcall_inside) < 2 &&
+		       time_before(jiffies, end))
+			usleep_range(50, 100);
+	}
+	if (s->upcall_sleep_us)
+		usleep_range(s->upcall_sleep_us, 2 * s->upcall_sleep_us);
+	if (ev)
+		stress_consume(c, ev);
+	atomic_dec(&s->upcall_inside);
+}
+
+struct producer {
+	struct stress *s;
+	u32 id;
+	struct task_struct *task;
+};
+
+static int producer_fn(void *data)
+{
+	struct producer *p = data;
+	struct stress *s = p->s;
+	u32 seq = 0;
+
+	while (!kthread_should_stop()) {
+		if (!s->endless && seq >= s->per_prod)
+			break;
+		if (READ_ONCE(s->stop))
+			break;
+		if (kevd_post_se(s->evd, enc(p->id, seq)) == -ENOSPC) {
+			atomic_inc(&s->enospc);
+			cond_resched();
+			continue;
+		}
+		if (s->endless)
+			atomic_inc(&s->endless_posted);
+		seq++;
+		if (!(seq & 63))
+			cond_resched();
+	}
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(1);
+	return 0;
+}
+
+/* The hard-IRQ producer: one event per expiry. */
+static enum hrtimer_restart stress_timer_fn(struct hrtimer *t)
+{
+	struct stress *s = container_of(t, struct stress, timer);
+
+	if (s->timer_seq >= s->per_timer || READ_ONCE(s->stop))
+		return HRTIMER_NORESTART;
+	if (!kevd_post_se(s->evd, enc(NPROD, s->timer_seq))) {
+		s->timer_seq++;
+		atomic_inc(&s->timer_posted);
+	}
+	hrtimer_forward_now(t, us_to_ktime(20));
+	return HRTIMER_RESTART;
+}
+
+static int dequeue_fn(void *data)
+{
+	struct stress_cons *c = data;
+	struct kevd_event ev;
+
+	while (!kthread_should_stop()) {
+		if (!kevd_dequeue(c->s->evd, &ev))
+			stress_consume(c, &ev);
+		else
+			cond_resched();
+	}
+	return 0;
+}
+
+static int wait_fn(void *data)
+{
+	struct stress_cons *c = data;
+	struct kevd_event ev;
+	u32 nmore;
+	int rc;
+
+	while (!kthread_should_stop()) {
+		rc = kevd_wait(c->s->evd, 10000, 1, &ev, &nmore);
+		if (!rc)
+			stress_consume(c, &ev);
+		else if (rc != -ETIMEDOUT)
+			atomic_inc(&c->s->bad);
+	}
+	return 0;
+}
+
+static struct stress *stress_new(struct kunit *test, u32 per_prod,
+				 u32 per_timer)
+{
+	struct stress *s = kunit_kzalloc(test, sizeof(*s), GFP_KERNEL);
+	int i, j;
+
+	KUNIT_ASSERT_NOT_NULL(test, s);
+	s->per_prod = per_prod;
+	s->per_timer = per_timer;
+	s->total = NPROD * per_prod + per_timer;
+	s->seen = kunit_kzalloc(test, BITS_TO_LONGS((NPROD + 1) * per_prod) *
+				sizeof(long), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, s->seen);
+	KUNIT_ASSERT_LE(test, per_timer, per_prod);
+	for (i = 0; i < ARRAY_SIZE(s->cons); i++) {
+		s->cons[i].s = s;
+		s->cons[i].check_order = true;
+		for (j = 0; j <= NPROD; j++)
+			s->cons[i].last[j] = -1;
+	}
+	return s;
+}
+
+static void stress_start_producers(struct kunit *test, struct stress *s,
+				   struct producer *p, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		p[i].s = s;
+		p[i].id = i;
+		p[i].task = kthread_run(producer_fn, &p[i], "kevd_test_p%d", i);
+		KUNIT_ASSERT_FALSE(test, IS_ERR(p[i].task));
+	}
+	if (s->per_timer) {
+		hrtimer_init(&s->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+		s->timer.function = stress_timer_fn;
+		hrtimer_start(&s->timer, us_to_ktime(20), HRTIMER_MODE_REL_HARD);
+	}
+}
+
+static void stress_stop_producers(struct stress *s, struct producer *p, int n)
+{
+	int i;
+
+	WRITE_ONCE(s->stop, true);
+	if (s->per_timer)
+		hrtimer_cancel(&s->timer);
+	for (i = 0; i < n; i++)
+		kthread_stop(p[i].task);
+}
+
+static void stress_expect_exact(struct kunit *test, struct stress *s)
+{
+	struct kevd_param p;
+
+	KUNIT_EXPECT_EQ(test, atomic_read(&s->delivered), (int)s->total);
+	KUNIT_EXPECT_EQ(test, atomic_read(&s->dups), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&s->order_errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&s->bad), 0);
+	KUNIT_EXPECT_EQ(test, bitmap_weight(s->seen, NPROD * s->per_prod),
+			NPROD * s->per_prod);
+	KUNIT_ASSERT_EQ(test, kevd_query(s->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.count, 0U);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_SOFTWARE], (u64)s->total);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_SOFTWARE],
+			(u64)s->total);
+	KUNIT_EXPECT_EQ(test, p.stats.drops, 0ULL);
+}
+
+static u32 stress_n(void)
+{
+	return num_online_cpus() > 1 ? 20000 : 30000;
+}
+
+/* DISABLE: kthreads and an hrtimer post; dequeue and wait consume. */
+static void kevd_conc_dequeue_and_wait(struct kunit *test)
+{
+	struct stress *s = stress_new(test, stress_n(), 2000);
+	struct producer p[NPROD];
+	struct task_struct *dq, *wt;
+
+	s->evd = kevd_test_create(test, 64, KEVD_SOFTWARE_FLAG,
+				  KEVD_UPCALL_DISABLE, NULL, 0);
+	dq = kthread_run(dequeue_fn, &s->cons[0], "kevd_test_dq");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(dq));
+	wt = kthread_run(wait_fn, &s->cons[1], "kevd_test_wait");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(wt));
+	stress_start_producers(test, s, p, NPROD);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&s->delivered, s->total));
+	stress_stop_producers(s, p, NPROD);
+	kthread_stop(dq);
+	kthread_stop(wt);
+	stress_expect_exact(test, s);
+	KUNIT_EXPECT_GT(test, atomic_read(&s->timer_posted), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(s->evd), 0);
+}
+
+/* SINGLE_INSTANCE upcalls and a concurrent dequeuer share the stream. */
+static void kevd_conc_upcalls_and_dequeue(struct kunit *test)
+{
+	struct stress *s = stress_new(test, stress_n(), 2000);
+	struct kevd_upcall up = { stress_upcall, NULL };
+	struct producer p[NPROD];
+	struct task_struct *dq;
+
+	up.ctx = &s->cons[0];
+	s->evd = kevd_test_create(test, 64, KEVD_SOFTWARE_FLAG,
+				  KEVD_UPCALL_SINGLE_INSTANCE, &up, 0);
+	dq = kthread_run(dequeue_fn, &s->cons[1], "kevd_test_dq");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(dq));
+	stress_start_producers(test, s, p, NPROD);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&s->delivered, s->total));
+	stress_stop_producers(s, p, NPROD);
+	kthread_stop(dq);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(s->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	stress_expect_exact(test, s);
+	KUNIT_EXPECT_EQ(test, atomic_read(&s->upcall_max), 1);
+	KUNIT_EXPECT_EQ(test, kevd_free(s->evd), 0);
+}
+
+/* SINGLE_INSTANCE never overlaps, even with an upcall that sleeps. */
+static void kevd_conc_single_instance_serial(struct kunit *test)
+{
+	struct stress *s = stress_new(test, 100, 0);
+	struct kevd_upcall up = { stress_upcall, NULL };
+	struct producer p[NPROD];
+
+	up.ctx = &s->cons[0];
+	s->upcall_sleep_us = 100;
+	s->evd = kevd_test_create(test, 16, KEVD_SOFTWARE_FLAG,
+				  KEVD_UPCALL_SINGLE_INSTANCE, &up, 0);
+	stress_start_producers(test, s, p, NPROD);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&s->delivered, s->total));
+	stress_stop_producers(s, p, NPROD);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(s->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	stress_expect_exact(test, s);
+	KUNIT_EXPECT_EQ(test, atomic_read(&s->upcall_max), 1);
+	KUNIT_EXPECT_EQ(test, kevd_free(s->evd), 0);
+}
+
+/* MANY: batches are handed to the next poller and overlap. */
+static void kevd_conc_many_overlaps(struct kunit *test)
+{
+	struct stress *s = stress_new(test, 200, 0);
+	struct kevd_upcall up = { stress_upcall, NULL };
+	u32 i, j;
+
+	up.ctx = &s->cons[0];
+	s->cons[0].check_order = false;	/* concurrent by definition */
+	s->evd = kevd_test_create(test, 1024, KEVD_SOFTWARE_FLAG,
+				  KEVD_UPCALL_DISABLE, NULL, 0);
+	for (i = 0; i < NPROD; i++)
+		for (j = 0; j < s->per_prod; j++)
+			KUNIT_ASSERT_EQ(test, kevd_post_se(s->evd, enc(i, j)), 0);
+	atomic_set(&s->wait_for_overlap, 1);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(s->evd, KEVD_UPCALL_MANY, &up,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&s->delivered, s->total));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(s->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&s->upcall_inside), 0);
+	stress_expect_exact(test, s);
+	KUNIT_EXPECT_EQ(test, kevd_free(s->evd), 0);
+	if (num_online_cpus() < 2)
+		kunit_skip(test, "overlap needs two pollers (one CPU here)");
+	KUNIT_EXPECT_GE(test, atomic_read(&s->upcall_max), 2);
+}
+
+/* TEARDOWN while producers post and upcalls run: none afterwards. */
+static void kevd_conc_teardown_under_load(struct kunit *test)
+{
+	struct stress *s = stress_new(test, 1, 0);
+	struct kevd_upcall up = { stress_upcall, NULL };
+	struct producer p[2];
+	struct kevd_event ev;
+	struct kevd_param q;
+	int calls, i, dequeued = 0;
+
+	up.ctx = &s->cons[0];
+	s->cons[0].check_order = false;
+	s->endless = true;
+	s->upcall_sleep_us = 20;
+	s->evd = kevd_test_create(test, 64, KEVD_SOFTWARE_FLAG,
+				  KEVD_UPCALL_SINGLE_INSTANCE, &up, 0);
+	s->per_timer = 0;
+	stress_start_producers(test, s, p, 2);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&s->delivered, 200));
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(s->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	calls = atomic_read(&s->delivered);
+	KUNIT_EXPECT_EQ(test, atomic_read(&s->upcall_inside), 0);
+	/* Grace period: more events, every queued pass has run. */
+	for (i = 0; i < 10; i++)
+		kevd_post_se(s->evd, enc(0, 0));
+	kevd_test_flush_pollers(test);
+	stress_stop_producers(s, p, 2);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(&s->delivered), calls);
+	while (!kevd_dequeue(s->evd, &ev))
+		dequeued++;
+	KUNIT_ASSERT_EQ(test, kevd_query(s->evd, &q), 0);
+	KUNIT_EXPECT_EQ(test, q.stats.posted[KEVD_STREAM_SOFTWARE],
+			(u64)(calls + dequeued));
+	KUNIT_EXPECT_EQ(test, kevd_free(s->evd), 0);
+}
+
+struct blocker {
+	struct completion entered;
+	struct completion release;
+	atomic_t calls;
+	struct kevd *evd;
+	int free_rc;
+	atomic_t freed;
+	struct completion free_done;
+};
+
+static void blocker_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct blocker *b = ctx;
+
+	if (atomic_inc_return(&b->calls) == 1) {
+		complete(&b->entered);
+		wait_for_completion(&b->release);
+	}
+}
+
+static int free_fn(void *data)
+{
+	struct blocker *b = data;
+
+	b->free_rc = kevd_free(b->evd);
+	atomic_set(&b->freed, 1);
+	complete(&b->free_done);
+	return 0;
+}
+
+/* free with an upcall in progress waits for it; none runs afterwards. */
+static void kevd_conc_free_waits_for_upcall(struct kunit *test)
+{
+	struct kevd_upcall up = { blocker_upcall, NULL };
+	struct task_struct *t;
+	struct blocker *b;
+	int i;
+
+	b = kunit_kzalloc(test, sizeof(*b), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, b);
+	init_completion(&b->entered);
+	init_completion(&b->release);
+	init_completion(&b->free_done);
+	up.ctx = b;
+	b->evd = kevd_test_create(test, 64, KEVD_SOFTWARE_FLAG,
+				  KEVD_UPCALL_SINGLE_INSTANCE, &up, 0);
+	for (i = 0; i < 40; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(b->evd, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&b->entered,
+							  KEVD_TEST_WAIT), 0);
+	t = kthread_run(free_fn, b, "kevd_test_free");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	/* The upcall is blocked, so free cannot have returned. */
+	KUNIT_EXPECT_EQ(test, atomic_read(&b->freed), 0);
+	complete(&b->release);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&b->free_done,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_EXPECT_EQ(test, b->free_rc, 0);
+	i = atomic_read(&b->calls);
+	KUNIT_EXPECT_LE(test, i, 40);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(&b->calls), i);
+}
+
+static int resizer_sizes[] = { 4, 64, 16, 1024, 8, 200, 2 };
+
+/* resize up and down while producers post and a consumer dequeues. */
+static void kevd_conc_resize_under_load(struct kunit *test)
+{
+	struct stress *s = stress_new(test, stress_n() / 2, 1000);
+	struct producer p[NPROD];
+	struct task_struct *dq;
+	int i = 0, ok = 0, busy = 0, rc;
+
+	s->evd = kevd_test_create(test, 32, KEVD_SOFTWARE_FLAG,
+				  KEVD_UPCALL_DISABLE, NULL, 0);
+	dq = kthread_run(dequeue_fn, &s->cons[0], "kevd_test_dq");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(dq));
+	stress_start_producers(test, s, p, NPROD);
+	while (atomic_read(&s->delivered) < s->total) {
+		rc = kevd_resize(s->evd, resizer_sizes[i++ %
+						ARRAY_SIZE(resizer_sizes)]);
+		if (!rc)
+			ok++;
+		else if (rc == -EBUSY)
+			busy++;
+		else
+			KUNIT_FAIL(test, "resize: %d", rc);
+		cond_resched();
+		if (i > 10000000)
+			break;
+	}
+	stress_stop_producers(s, p, NPROD);
+	kthread_stop(dq);
+	stress_expect_exact(test, s);
+	KUNIT_EXPECT_GT(test, ok, 0);
+	kunit_info(test, "resizes: %d done, %d refused (-EBUSY)", ok, busy);
+	KUNIT_EXPECT_EQ(test, kevd_free(s->evd), 0);
+}
+
+static struct kunit_case kevd_conc_cases[] = {
+	KUNIT_CASE_SLOW(kevd_conc_dequeue_and_wait),
+	KUNIT_CASE_SLOW(kevd_conc_upcalls_and_dequeue),
+	KUNIT_CASE(kevd_conc_single_instance_serial),
+	KUNIT_CASE(kevd_conc_many_overlaps),
+	KUNIT_CASE(kevd_conc_teardown_under_load),
+	KUNIT_CASE(kevd_conc_free_waits_for_upcall),
+	KUNIT_CASE_SLOW(kevd_conc_resize_under_load),
+	{}
+};
+
+static struct kunit_suite kevd_conc_suite = {
+	.name = "kevd_concurrency",
+	.test_cases = kevd_conc_cases,
+};
+kunit_test_suite(kevd_conc_suite);

@@ -1,0 +1,557 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * kevd_dto: the DTO stream on the fake HCA, under all four notify
+ * behaviours; the 2006 race made visible; the extended notify closing it;
+ * status and opcode mapping; backpressure; CQ overrun; teardown while the
+ * HCA fires.
+ */
+#include <linux/kthread.h>
+#include <linux/moduleparam.h>
+#include <linux/random.h>
+#include "kevd_test.h"
+#include "fake_hca.h"
+
+static unsigned int dto_stress_events;
+module_param(dto_stress_events, uint, 0444);
+MODULE_PARM_DESC(dto_stress_events,
+		 "Completions per notify mode in kevd_dto_stress (0: 10^6 with two CPUs or more, 10^5 with one)");
+
+static const enum fake_hca_mode all_modes[] = {
+	FAKE_HCA_LENIENT_REPORT, FAKE_HCA_LENIENT_IGNORE,
+	FAKE_HCA_STRICT_REPORT, FAKE_HCA_STRICT_IGNORE,
+};
+
+static void mode_desc(const enum fake_hca_mode *m, char *desc)
+{
+	strscpy(desc, fake_hca_mode_name(*m), KUNIT_PARAM_DESC_SIZE);
+}
+KUNIT_ARRAY_PARAM(dto_mode, all_modes, mode_desc);
+
+/* A DTO consumer: cookies must arrive as 0, 1, 2, ... */
+struct dto_rec {
+	atomic_t delivered;
+	atomic_t order_errors;
+	atomic_t bad;
+	u64 next;
+};
+
+static void dto_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct dto_rec *r = ctx;
+
+	if (!ev || ev->event_number != KEVD_DTO_COMPLETION_EVENT ||
+	    ev->dto.status != KEVD_DTO_SUCCESS) {
+		atomic_inc(&r->bad);
+		return;
+	}
+	if (ev->dto.cookie != r->next)
+		atomic_inc(&r->order_errors);
+	r->next = ev->dto.cookie + 1;
+	atomic_inc(&r->delivered);
+}
+
+struct dto_env {
+	struct fake_hca *hca;
+	struct kevd *evd;
+	struct ib_cq *cq;
+	struct dto_rec rec;
+};
+
+static struct dto_env *dto_env_new(struct kunit *test, enum fake_hca_mode m,
+				   u32 qlen, u32 cq_depth, int policy,
+				   struct kevd *async_evd)
+{
+	struct dto_env *e = kunit_kzalloc(test, sizeof(*e), GFP_KERNEL);
+	struct kevd_attr attr;
+
+	KUNIT_ASSERT_NOT_NULL(test, e);
+	e->hca = fake_hca_create(m);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, e->hca);
+	kevd_attr_init(&attr);
+	attr.qlen = qlen;
+	attr.cq_depth = cq_depth;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = policy;
+	attr.upcall.func = dto_upcall;
+	attr.upcall.ctx = &e->rec;
+	attr.cpu = 0;
+	attr.async_evd = async_evd;
+	e->evd = kevd_create(fake_hca_ibdev(e->hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, e->evd);
+	e->cq = kevd_cq(e->evd);
+	KUNIT_ASSERT_NOT_NULL(test, e->cq);
+	return e;
+}
+
+static void dto_env_free(struct kunit *test, struct dto_env *e)
+{
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(e->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(e->evd), 0);
+	fake_hca_destroy(e->hca);
+}
+
+/* --- the mapping ------------------------------------------------------ */
+
+static void kevd_dto_status_map(struct kunit *test)
+{
+	static const struct { int wc; u32 dat; } map[] = {
+		{ IB_WC_SUCCESS, KEVD_DTO_SUCCESS },
+		{ IB_WC_LOC_LEN_ERR, KEVD_DTO_ERR_LOCAL_LENGTH },
+		{ IB_WC_LOC_QP_OP_ERR, KEVD_DTO_ERR_LOCAL_EP },
+		{ IB_WC_LOC_EEC_OP_ERR, KEVD_DTO_ERR_LOCAL_EP },
+		{ IB_WC_LOC_PROT_ERR, KEVD_DTO_ERR_LOCAL_PROTECTION },
+		{ IB_WC_WR_FLUSH_ERR, KEVD_DTO_ERR_FLUSHED },
+		{ IB_WC_MW_BIND_ERR, KEVD_DTO_ERR_RMR_OPERATION_FAILED },
+		{ IB_WC_BAD_RESP_ERR, KEVD_DTO_ERR_BAD_RESPONSE },
+		{ IB_WC_LOC_ACCESS_ERR, KEVD_DTO_ERR_LOCAL_PROTECTION },
+		{ IB_WC_REM_INV_REQ_ERR, KEVD_DTO_ERR_REMOTE_RESPONDER },
+		{ IB_WC_REM_ACCESS_ERR, KEVD_DTO_ERR_REMOTE_ACCESS },
+		{ IB_WC_REM_OP_ERR, KEVD_DTO_ERR_REMOTE_RESPONDER },
+		{ IB_WC_RETRY_EXC_ERR, KEVD_DTO_ERR_TRANSPORT },
+		{ IB_WC_RNR_RETRY_EXC_ERR, KEVD_DTO_ERR_RECEIVER_NOT_READY },
+		{ IB_WC_LOC_RDD_VIOL_ERR, KEVD_DTO_ERR_LOCAL_PROTECTION },
+		{ IB_WC_REM_INV_RD_REQ_ERR, KEVD_DTO_ERR_REMOTE_RESPONDER },
+		{ IB_WC_REM_ABORT_ERR, KEVD_DTO_ERR_PARTIAL_PACKET },
+		{ IB_WC_INV_EECN_ERR, KEVD_DTO_ERR_TRANSPORT },
+		{ IB_WC_INV_EEC_STATE_ERR, KEVD_DTO_ERR_TRANSPORT },
+		{ IB_WC_FATAL_ERR, KEVD_DTO_ERR_TRANSPORT },
+		{ IB_WC_RESP_TIMEOUT_ERR, KEVD_DTO_ERR_TRANSPORT },
+		{ IB_WC_GENERAL_ERR, KEVD_DTO_ERR_LOCAL_MM_ERROR },
+	};
+	int i;
+
+	/* The table covers every IB_WC_* status. */
+	KUNIT_EXPECT_EQ(test, ARRAY_SIZE(map), (size_t)IB_WC_GENERAL_ERR + 1);
+	for (i = 0; i < ARRAY_SIZE(map); i++)
+		KUNIT_EXPECT_EQ_MSG(test, kevd_wc_status(map[i].wc), map[i].dat,
+				    "IB_WC status %d", map[i].wc);
+	KUNIT_EXPECT_EQ(test, kevd_wc_status(IB_WC_GENERAL_ERR + 1),
+			(u32)KEVD_DTO_ERR_LOCAL_MM_ERROR);
+	KUNIT_EXPECT_EQ(test, kevd_wc_status(1000),
+			(u32)KEVD_DTO_ERR_LOCAL_MM_ERROR);
+	KUNIT_EXPECT_EQ(test, kevd_wc_status(-1),
+			(u32)KEVD_DTO_ERR_LOCAL_MM_ERROR);
+}
+
+static void kevd_dto_opcode_map(struct kunit *test)
+{
+	static const struct { int op; int flags; u32 dat; } map[] = {
+		{ IB_WC_SEND, 0, KEVD_DTO_SEND },
+		{ IB_WC_RDMA_WRITE, 0, KEVD_DTO_RDMA_WRITE },
+		{ IB_WC_RDMA_WRITE, IB_WC_WITH_IMM, KEVD_DTO_RDMA_WRITE_IMMED },
+		{ IB_WC_RDMA_READ, 0, KEVD_DTO_RDMA_READ },
+		{ IB_WC_COMP_SWAP, 0, KEVD_DTO_CMP_AND_SWAP },
+		{ IB_WC_MASKED_COMP_SWAP, 0, KEVD_DTO_CMP_AND_SWAP },
+		{ IB_WC_FETCH_ADD, 0, KEVD_DTO_FETCH_AND_ADD },
+		{ IB_WC_MASKED_FETCH_ADD, 0, KEVD_DTO_FETCH_AND_ADD },
+		{ IB_WC_BIND_MW, 0, KEVD_DTO_BIND_MW },
+		{ IB_WC_LOCAL_INV, 0, KEVD_DTO_LMR_INVALIDATE },
+		{ IB_WC_REG_MR, 0, KEVD_DTO_LMR_FMR },
+		{ IB_WC_RECV, 0, KEVD_DTO_RECEIVE },
+		{ IB_WC_RECV, IB_WC_WITH_IMM, KEVD_DTO_RECEIVE },
+		{ IB_WC_RECV, IB_WC_WITH_INVALIDATE,
+		  KEVD_DTO_RECEIVE_WITH_INVALIDATE },
+		{ IB_WC_RECV_RDMA_WITH_IMM, IB_WC_WITH_IMM,
+		  KEVD_DTO_RECEIVE_IMMED },
+		{ IB_WC_LSO, 0, KEVD_DTO_UNKNOWN },
+		{ 0x7f, 0, KEVD_DTO_UNKNOWN },
+	};
+	struct ib_wc wc = {};
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(map); i++) {
+		wc.opcode = map[i].op;
+		wc.wc_flags = map[i].flags;
+		KUNIT_EXPECT_EQ_MSG(test, kevd_wc_opcode(&wc), map[i].dat,
+				    "opcode %d flags %d", map[i].op,
+				    map[i].flags);
+	}
+}
+
+static void kevd_dto_wc_to_event(struct kunit *test)
+{
+	struct ib_qp qp = { .qp_context = &qp };
+	struct kevd_event ev;
+	struct ib_wc wc = {
+		.wr_id = 0x1234567890ULL,
+		.status = IB_WC_SUCCESS,
+		.opcode = IB_WC_RECV_RDMA_WITH_IMM,
+		.wc_flags = IB_WC_WITH_IMM,
+		.byte_len = 4096,
+		.qp = &qp,
+		.ex.imm_data = cpu_to_be32(0xdeadbeef),
+	};
+
+	memset(&ev, 0xa5, sizeof(ev));
+	kevd_wc_to_event(&wc, &ev);
+	KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_DTO_COMPLETION_EVENT);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 0x1234567890ULL);
+	KUNIT_EXPECT_PTR_EQ(test, ev.dto.ep_context, (void *)&qp);
+	KUNIT_EXPECT_EQ(test, ev.dto.transferred_length, 4096U);
+	KUNIT_EXPECT_EQ(test, ev.dto.operation, (u16)KEVD_DTO_RECEIVE_IMMED);
+	KUNIT_EXPECT_TRUE(test, ev.dto.has_imm);
+	KUNIT_EXPECT_EQ(test, ev.dto.imm_data, 0xdeadbeefU);
+
+	/* A flushed completion: length and operation are defined, zero. */
+	wc.status = IB_WC_WR_FLUSH_ERR;
+	wc.byte_len = 77;
+	memset(&ev, 0xa5, sizeof(ev));
+	kevd_wc_to_event(&wc, &ev);
+	KUNIT_EXPECT_EQ(test, ev.dto.status, (u32)KEVD_DTO_ERR_FLUSHED);
+	KUNIT_EXPECT_EQ(test, ev.dto.transferred_length, 0U);
+	KUNIT_EXPECT_EQ(test, ev.dto.operation, (u16)KEVD_DTO_UNKNOWN);
+	KUNIT_EXPECT_FALSE(test, ev.dto.has_imm);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 0x1234567890ULL);
+}
+
+/* --- the race --------------------------------------------------------- */
+
+struct inject {
+	atomic_t left;		/* CQEs still to inject, one per arm */
+	atomic_t injected;
+};
+
+static void inject_hook(struct ib_cq *cq, void *ctx)
+{
+	struct inject *in = ctx;
+
+	if (atomic_dec_if_positive(&in->left) >= 0) {
+		fake_cq_add_seq(cq);
+		atomic_inc(&in->injected);
+	}
+}
+
+static void count_handler(struct ib_cq *cq, void *ctx)
+{
+	atomic_inc(ctx);
+}
+
+/*
+ * The plain drain-then-arm sequence (test-only, never a kevd mode) on a
+ * strict HCA with a CQE landing in the arm window: no notification ever
+ * comes and the CQE stays unseen. This is the 2006 bug.
+ */
+static void kevd_dto_race_visible(struct kunit *test)
+{
+	struct ib_cq_init_attr ca = { .cqe = 16 };
+	struct inject in = { ATOMIC_INIT(1), ATOMIC_INIT(0) };
+	struct fake_hca *hca;
+	atomic_t notified = ATOMIC_INIT(0);
+	struct ib_wc wc;
+	struct ib_cq *cq;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_IGNORE);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	cq = ib_create_cq(fake_hca_ibdev(hca), count_handler, NULL, &notified,
+			  &ca);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, cq);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	/* drain ... */
+	while (ib_poll_cq(cq, 1, &wc) > 0)
+		;
+	/* ... then arm; a completion lands in between. */
+	fake_cq_set_arm_hook(cq, inject_hook, &in);
+	ib_req_notify_cq(cq, IB_CQ_NEXT_COMP);
+	fake_cq_set_arm_hook(cq, NULL, NULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&in.injected), 1);
+	KUNIT_EXPECT_EQ(test, atomic_read(&notified), 0);
+	KUNIT_EXPECT_EQ(test, fake_cq_count(cq), 1U);
+	KUNIT_EXPECT_TRUE(test, fake_cq_armed(cq));
+	ib_destroy_cq(cq);
+	fake_hca_destroy(hca);
+}
+
+/* kevd on every behaviour: every CQE injected in an arm window arrives. */
+static void kevd_dto_race_closed(struct kunit *test)
+{
+	const enum fake_hca_mode *m = test->param_value;
+	struct inject in = { ATOMIC_INIT(200), ATOMIC_INIT(0) };
+	struct dto_env *e;
+	struct fake_cq_stats st;
+	struct kevd_param p;
+
+	e = dto_env_new(test, *m, 64, 256, KEVD_UPCALL_SINGLE_INSTANCE, NULL);
+	fake_cq_set_arm_hook(e->cq, inject_hook, &in);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
+	/* Each arm injects one until 200 were injected; all must arrive. */
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&e->rec.delivered, 201));
+	fake_cq_set_arm_hook(e->cq, NULL, NULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&in.injected), 200);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.order_errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.bad), 0);
+	fake_cq_stats(e->cq, &st);
+	KUNIT_EXPECT_EQ(test, st.polled, st.added);
+	KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], st.added);
+	KUNIT_EXPECT_GE(test, p.stats.repolls, 1ULL);
+	dto_env_free(test, e);
+}
+
+/* --- the stress ------------------------------------------------------- */
+
+struct dto_producer {
+	struct ib_cq *cq;
+	u32 n;
+	u32 depth;
+	atomic_t done;
+	atomic_t fired;
+};
+
+static int dto_producer_fn(void *data)
+{
+	struct dto_producer *p = data;
+	u32 i = 0;
+
+	while (i < p->n && !kthread_should_stop()) {
+		if (fake_cq_count(p->cq) >= p->depth / 2) {
+			cond_resched();
+			continue;
+		}
+		if (!fake_cq_add_seq(p->cq))
+			i++;
+		if (!get_random_u32_below(512)) {
+			fake_cq_fire(p->cq);
+			atomic_inc(&p->fired);
+		}
+		if (!(i & 255))
+			cond_resched();
+	}
+	atomic_set(&p->done, 1);
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(1);
+	return 0;
+}
+
+struct rand_inject {
+	atomic_t injected;
+};
+
+static void rand_inject_hook(struct ib_cq *cq, void *ctx)
+{
+	struct rand_inject *in = ctx;
+
+	if (!get_random_u32_below(4) && fake_cq_count(cq) < cq->cqe / 2 &&
+	    !fake_cq_add_seq(cq))
+		atomic_inc(&in->injected);
+}
+
+static u32 dto_stress_n(void)
+{
+	if (dto_stress_events)
+		return dto_stress_events;
+	return num_online_cpus() > 1 ? 1000000 : 100000;
+}
+
+/*
+ * A producer on another CPU, random CQEs in the arm window, random
+ * spurious notifications: every cookie once, in CQ order.
+ */
+static void kevd_dto_stress(struct kunit *test)
+{
+	const enum fake_hca_mode *m = test->param_value;
+	struct rand_inject in = { ATOMIC_INIT(0) };
+	struct dto_producer *prod;
+	struct task_struct *t;
+	struct fake_cq_stats st;
+	struct kevd_param p;
+	struct dto_env *e;
+	u64 added;
+
+	e = dto_env_new(test, *m, 256, 1024, KEVD_UPCALL_SINGLE_INSTANCE, NULL);
+	prod = kunit_kzalloc(test, sizeof(*prod), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, prod);
+	prod->cq = e->cq;
+	prod->n = dto_stress_n();
+	prod->depth = e->cq->cqe;
+	fake_cq_set_arm_hook(e->cq, rand_inject_hook, &in);
+	t = kthread_create(dto_producer_fn, prod, "kevd_test_dto");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	if (num_online_cpus() > 1)
+		kthread_bind(t, cpumask_last(cpu_online_mask));
+	wake_up_process(t);
+
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&prod->done, 1));
+	fake_cq_set_arm_hook(e->cq, NULL, NULL);
+	/* Hooks still running end before the next arm sees NULL. */
+	do {
+		fake_cq_stats(e->cq, &st);
+		added = st.added;
+		if (!kevd_test_wait_count(&e->rec.delivered, added))
+			break;
+		fake_cq_stats(e->cq, &st);
+	} while (st.added != added);
+	kthread_stop(t);
+
+	fake_cq_stats(e->cq, &st);
+	KUNIT_EXPECT_EQ(test, (u64)atomic_read(&e->rec.delivered), st.added);
+	KUNIT_EXPECT_EQ(test, st.added, (u64)prod->n + atomic_read(&in.injected));
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.order_errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.bad), 0);
+	KUNIT_EXPECT_EQ(test, st.overruns, 0ULL);
+	KUNIT_EXPECT_EQ(test, st.polled, st.added);
+	KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], st.added);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], st.added);
+	KUNIT_EXPECT_EQ(test, p.stats.drops, 0ULL);
+	kunit_info(test, "%s: %llu CQEs (%d injected in the arm window), %llu notifications (%d spurious), %llu arms, %llu repolls, %llu empty, max batch %llu",
+		   fake_hca_mode_name(*m), st.added, atomic_read(&in.injected),
+		   p.stats.notifications, atomic_read(&prod->fired),
+		   p.stats.arms, p.stats.repolls, p.stats.empty_notifications,
+		   p.stats.max_batch);
+	dto_env_free(test, e);
+}
+
+/* --- notifications, backpressure, overrun, teardown ------------------- */
+
+static void kevd_dto_empty_and_spurious(struct kunit *test)
+{
+	const enum fake_hca_mode *m = test->param_value;
+	struct kevd_param p;
+	struct dto_env *e;
+	int i;
+
+	e = dto_env_new(test, *m, 64, 64, KEVD_UPCALL_SINGLE_INSTANCE, NULL);
+	for (i = 0; i < 50; i++)
+		fake_cq_fire(e->cq);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.delivered), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.count, 0U);
+	KUNIT_EXPECT_EQ(test, p.stats.notifications, 50ULL);
+	KUNIT_EXPECT_GE(test, p.stats.empty_notifications, 1ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], 0ULL);
+	for (i = 0; i < 5; i++) {
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
+		fake_cq_fire(e->cq);
+	}
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&e->rec.delivered, 5));
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.delivered), 5);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.order_errors), 0);
+	dto_env_free(test, e);
+}
+
+/* A burst larger than the ring waits in the CQ: complete, in order. */
+static void kevd_dto_backpressure(struct kunit *test)
+{
+	struct kevd *aevd;
+	struct kevd_event ev;
+	struct kevd_param p;
+	struct dto_env *e;
+	unsigned long end;
+	u32 taken = 0;
+	int i;
+
+	aevd = kevd_test_create(test, 8, KEVD_ASYNC_FLAG, KEVD_UPCALL_DISABLE,
+				NULL, 0);
+	e = dto_env_new(test, FAKE_HCA_STRICT_REPORT, 16, 512,
+			KEVD_UPCALL_DISABLE, aevd);
+	for (i = 0; i < 300; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
+	end = jiffies + KEVD_TEST_WAIT;
+	while (taken < 300 && time_before(jiffies, end)) {
+		if (kevd_dequeue(e->evd, &ev)) {
+			schedule_timeout_uninterruptible(1);
+			continue;
+		}
+		KUNIT_EXPECT_EQ(test, ev.dto.cookie, (u64)taken);
+		taken++;
+	}
+	KUNIT_EXPECT_EQ(test, taken, 300U);
+	KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
+	KUNIT_EXPECT_GE(test, p.stats.backpressure_stalls, 1ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.overflows, 0ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.drops, 0ULL);
+	KUNIT_EXPECT_FALSE(test, p.state & KEVD_STATE_OVERFLOWED);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(aevd, &ev), -EAGAIN);
+	dto_env_free(test, e);
+	KUNIT_EXPECT_EQ(test, kevd_free(aevd), 0);
+}
+
+/* A CQ overrun gives exactly one overflow event naming the EVD. */
+static void kevd_dto_cq_overrun(struct kunit *test)
+{
+	struct kevd *aevd;
+	struct kevd_event ev;
+	struct kevd_param p;
+	struct dto_env *e;
+
+	aevd = kevd_test_create(test, 8, KEVD_ASYNC_FLAG, KEVD_UPCALL_DISABLE,
+				NULL, 0);
+	e = dto_env_new(test, FAKE_HCA_STRICT_REPORT, 16, 16,
+			KEVD_UPCALL_DISABLE, aevd);
+	fake_cq_overrun(e->cq);
+	fake_cq_overrun(e->cq);
+	fake_cq_overrun(e->cq);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(aevd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_ASYNC_ERROR_EVD_OVERFLOW);
+	KUNIT_EXPECT_PTR_EQ(test, ev.async.handle, (void *)e->evd);
+	KUNIT_EXPECT_EQ(test, ev.async.reason, (u32)KEVD_STREAM_DTO);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(aevd, &ev), -EAGAIN);
+	KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
+	KUNIT_EXPECT_TRUE(test, p.state & KEVD_STATE_OVERFLOWED);
+	KUNIT_EXPECT_EQ(test, p.stats.overflows, 1ULL);
+	dto_env_free(test, e);
+	KUNIT_EXPECT_EQ(test, kevd_free(aevd), 0);
+}
+
+/* free refuses while a QP uses the CQ (ib_create_qp takes cq->usecnt). */
+static void kevd_dto_free_with_qp(struct kunit *test)
+{
+	struct dto_env *e;
+
+	e = dto_env_new(test, FAKE_HCA_STRICT_REPORT, 16, 16,
+			KEVD_UPCALL_DISABLE, NULL);
+	atomic_inc(&e->cq->usecnt);
+	KUNIT_EXPECT_EQ(test, kevd_free(e->evd), -EBUSY);
+	atomic_dec(&e->cq->usecnt);
+	dto_env_free(test, e);
+}
+
+/*
+ * TEARDOWN and free while the HCA keeps adding CQEs and firing: no upcall
+ * after TEARDOWN returns, and free completes with the handler still being
+ * called until destroy_cq (KASAN would see a use after free).
+ */
+static void kevd_dto_teardown_while_firing(struct kunit *test)
+{
+	const enum fake_hca_mode *m = test->param_value;
+	struct dto_env *e;
+	int calls;
+
+	e = dto_env_new(test, *m, 64, 256, KEVD_UPCALL_SINGLE_INSTANCE, NULL);
+	KUNIT_ASSERT_EQ(test, fake_cq_start_firing(e->cq), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&e->rec.delivered, 100));
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(e->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	calls = atomic_read(&e->rec.delivered);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.delivered), calls);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.order_errors), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(e->evd), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.delivered), calls);
+	fake_hca_destroy(e->hca);
+}
+
+static struct kunit_case kevd_dto_cases[] = {
+	KUNIT_CASE(kevd_dto_status_map),
+	KUNIT_CASE(kevd_dto_opcode_map),
+	KUNIT_CASE(kevd_dto_wc_to_event),
+	KUNIT_CASE(kevd_dto_race_visible),
+	KUNIT_CASE_PARAM(kevd_dto_race_closed, dto_mode_gen_params),
+	KUNIT_CASE_PARAM(kevd_dto_empty_and_spurious, dto_mode_gen_params),
+	KUNIT_CASE(kevd_dto_backpressure),
+	KUNIT_CASE(kevd_dto_cq_overrun),
+	KUNIT_CASE(kevd_dto_free_with_qp),
+	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
+	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_mode_gen_params,
+			      { .speed = KUNIT_SPEED_SLOW }),
+	{}
+};
+
+static struct kunit_suite kevd_dto_suite = {
+	.name = "kevd_dto",
+	.test_cases = kevd_dto_cases,
+};
+kunit_test_suite(kevd_dto_suite);

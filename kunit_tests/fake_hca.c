@@ -1,0 +1,454 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * The fake HCA (see fake_hca.h).
+ *
+ * Locking: fcq->lock (irqsave) guards the queue, the armed state and the
+ * counters. The completion and event handlers are called without it, as
+ * real drivers do, so a handler may add CQEs or arm again.
+ */
+#include <linux/kthread.h>
+#include <linux/log2.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include "fake_hca.h"
+
+struct fake_hca {
+	struct ib_device ibdev;
+	enum fake_hca_mode mode;
+};
+
+struct fake_cq {
+	struct ib_cq ibcq;
+	spinlock_t lock;
+	struct ib_wc *q;
+	u32 mask;
+	u32 head;
+	u32 tail;
+	enum ib_cq_notify_flags armed;
+	fake_cq_arm_hook hook;
+	void *hook_ctx;
+	struct task_struct *firer;
+	struct fake_cq_stats st;
+};
+
+static struct fake_cq *to_fcq(struct ib_cq *cq)
+{
+	return container_of(cq, struct fake_cq, ibcq);
+}
+
+static struct fake_hca *to_hca(struct ib_device *dev)
+{
+	return container_of(dev, struct fake_hca, ibdev);
+}
+
+static bool fake_lenient(struct fake_hca *hca)
+{
+	return hca->mode == FAKE_HCA_LENIENT_REPORT ||
+	       hca->mode == FAKE_HCA_LENIENT_IGNORE;
+}
+
+static bool fake_reports(struct fake_hca *hca)
+{
+	return hca->mode == FAKE_HCA_LENIENT_REPORT ||
+	       hca->mode == FAKE_HCA_STRICT_REPORT;
+}
+
+static void fake_notify(struct fake_cq *fcq)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	fcq->st.notifications++;
+	spin_unlock_irqrestore(&fcq->lock, flags);
+	fcq->ibcq.comp_handler(&fcq->ibcq, fcq->ibcq.cq_context);
+}
+
+static int fake_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+			  struct uverbs_attr_bundle *attrs)
+{
+	struct fake_cq *fcq = to_fcq(ibcq);
+	u32 size;
+
+	if (!attr->cqe || attr->cqe > (1 << 22))
+		return -EINVAL;
+	size = roundup_pow_of_two(attr->cqe);
+	fcq->q = kvcalloc(size, sizeof(*fcq->q), GFP_KERNEL);
+	if (!fcq->q)
+		return -ENOMEM;
+	spin_lock_init(&fcq->lock);
+	fcq->mask = size - 1;
+	ibcq->cqe = size;
+	return 0;
+}
+
+static int fake_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
+{
+	struct fake_cq *fcq = to_fcq(ibcq);
+
+	/* As a driver quiesces its interrupt before the CQ goes away. */
+	if (fcq->firer)
+		kthread_stop(fcq->firer);
+	kvfree(fcq->q);
+	return 0;
+}
+
+static int fake_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
+{
+	struct fake_cq *fcq = to_fcq(ibcq);
+	unsigned long flags;
+	int n = 0;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	fcq->st.polls++;
+	while (n < num && fcq->head != fcq->tail)
+		wc[n++] = fcq->q[fcq->head++ & fcq->mask];
+	fcq->st.polled += n;
+	spin_unlock_irqrestore(&fcq->lock, flags);
+	return n;
+}
+
+static int fake_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags how)
+{
+	struct fake_hca *hca = to_hca(ibcq->device);
+	struct fake_cq *fcq = to_fcq(ibcq);
+	fake_cq_arm_hook hook;
+	unsigned long flags;
+	bool fire = false;
+	int ret = 0;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	hook = fcq->hook;
+	spin_unlock_irqrestore(&fcq->lock, flags);
+	if (hook)
+		hook(ibcq, fcq->hook_ctx);
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	fcq->st.arms++;
+	fcq->armed = how & IB_CQ_SOLICITED_MASK;
+	if (fcq->head != fcq->tail) {
+		if (fake_lenient(hca)) {
+			fcq->armed = 0;
+			fire = true;
+		}
+		if (fake_reports(hca) && (how & IB_CQ_REPORT_MISSED_EVENTS))
+			ret = 1;
+	}
+	spin_unlock_irqrestore(&fcq->lock, flags);
+	if (fire)
+		fake_notify(fcq);
+	return ret;
+}
+
+static const struct ib_device_ops fake_hca_ops = {
+	.owner = THIS_MODULE,
+	.uverbs_abi_ver = 1,
+	.create_cq = fake_create_cq,
+	.destroy_cq = fake_destroy_cq,
+	.poll_cq = fake_poll_cq,
+	.req_notify_cq = fake_req_notify_cq,
+	INIT_RDMA_OBJ_SIZE(ib_cq, fake_cq, ibcq),
+};
+
+/**
+ * fake_hca_create() - a fake device.
+ * @mode: how its CQs notify.
+ *
+ * Context: process context.
+ * Return: the device, or ERR_PTR(-ENOMEM).
+ */
+struct fake_hca *fake_hca_create(enum fake_hca_mode mode)
+{
+	struct fake_hca *hca;
+
+	hca = ib_alloc_device(fake_hca, ibdev);
+	if (!hca)
+		return ERR_PTR(-ENOMEM);
+	hca->mode = mode;
+	hca->ibdev.num_comp_vectors = 1;
+	hca->ibdev.phys_port_cnt = 1;
+	ib_set_device_ops(&hca->ibdev, &fake_hca_ops);
+	return hca;
+}
+EXPORT_SYMBOL_GPL(fake_hca_create);
+
+/**
+ * fake_hca_destroy() - free a fake device whose CQs are all destroyed.
+ * @hca: the device.
+ */
+void fake_hca_destroy(struct fake_hca *hca)
+{
+	ib_dealloc_device(&hca->ibdev);
+}
+EXPORT_SYMBOL_GPL(fake_hca_destroy);
+
+/**
+ * fake_hca_ibdev() - the ib_device of a fake HCA.
+ * @hca: the device.
+ *
+ * Return: the ib_device.
+ */
+struct ib_device *fake_hca_ibdev(struct fake_hca *hca)
+{
+	return &hca->ibdev;
+}
+EXPORT_SYMBOL_GPL(fake_hca_ibdev);
+
+/**
+ * fake_hca_mode_name() - a mode's name, for test and benchmark output.
+ * @mode: the mode.
+ *
+ * Return: a static string.
+ */
+const char *fake_hca_mode_name(enum fake_hca_mode mode)
+{
+	static const char * const names[] = {
+		"lenient_report", "lenient_ignore",
+		"strict_report", "strict_ignore",
+	};
+
+	return mode < FAKE_HCA_NR_MODES ? names[mode] : "unknown";
+}
+EXPORT_SYMBOL_GPL(fake_hca_mode_name);
+
+/**
+ * fake_cq_add() - a completion arrives.
+ * @cq: a fake CQ.
+ * @wc: the completion.
+ *
+ * Fires the completion handler if the CQ is armed (SOLICITED arms fire
+ * only for IB_WC_... completions flagged solicited). A full CQ drops the
+ * completion and raises IB_EVENT_CQ_ERR, as hardware does.
+ *
+ * Context: any, hard IRQ included.
+ * Return: 0, or -ENOSPC on overrun.
+ */
+int fake_cq_add(struct ib_cq *cq, const struct ib_wc *wc)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+	unsigned long flags;
+	bool fire = false;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	if (fcq->tail - fcq->head > fcq->mask) {
+		fcq->st.overruns++;
+		spin_unlock_irqrestore(&fcq->lock, flags);
+		fake_cq_overrun(cq);
+		return -ENOSPC;
+	}
+	fcq->q[fcq->tail++ & fcq->mask] = *wc;
+	fcq->st.added++;
+	if (fcq->armed == IB_CQ_NEXT_COMP ||
+	    (fcq->armed == IB_CQ_SOLICITED && (wc->wc_flags & IB_WC_WITH_IMM))) {
+		fcq->armed = 0;
+		fire = true;
+	}
+	spin_unlock_irqrestore(&fcq->lock, flags);
+	if (fire)
+		fake_notify(fcq);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(fake_cq_add);
+
+/**
+ * fake_cq_add_seq() - a completion whose wr_id is its position in the CQ.
+ * @cq: a fake CQ.
+ *
+ * The wr_id is the number of CQEs added before it (under the CQ lock), so
+ * cookies are 0, 1, 2, ... in CQ order whoever adds them.
+ *
+ * Context: any.
+ * Return: as fake_cq_add().
+ */
+int fake_cq_add_seq(struct ib_cq *cq)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+	struct ib_wc wc = {
+		.status = IB_WC_SUCCESS,
+		.opcode = IB_WC_RECV,
+		.byte_len = 8,
+	};
+	unsigned long flags;
+	bool fire = false;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	if (fcq->tail - fcq->head > fcq->mask) {
+		fcq->st.overruns++;
+		spin_unlock_irqrestore(&fcq->lock, flags);
+		fake_cq_overrun(cq);
+		return -ENOSPC;
+	}
+	wc.wr_id = fcq->st.added++;
+	fcq->q[fcq->tail++ & fcq->mask] = wc;
+	if (fcq->armed == IB_CQ_NEXT_COMP) {
+		fcq->armed = 0;
+		fire = true;
+	}
+	spin_unlock_irqrestore(&fcq->lock, flags);
+	if (fire)
+		fake_notify(fcq);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(fake_cq_add_seq);
+
+static int fake_firer_fn(void *data)
+{
+	struct ib_cq *cq = data;
+	u32 i = 0;
+
+	while (!kthread_should_stop()) {
+		if (fake_cq_count(cq) < cq->cqe / 2)
+			fake_cq_add_seq(cq);
+		fake_cq_fire(cq);
+		if (!(++i & 15))
+			schedule_timeout_interruptible(1);
+	}
+	return 0;
+}
+
+/**
+ * fake_cq_start_firing() - a thread that adds CQEs and fires spurious
+ * notifications until the CQ is destroyed (destroy_cq stops it first).
+ * @cq: a fake CQ.
+ *
+ * Context: process context.
+ * Return: 0 or a negative errno.
+ */
+int fake_cq_start_firing(struct ib_cq *cq)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+	struct task_struct *t;
+
+	t = kthread_run(fake_firer_fn, cq, "fake_hca_fire");
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	fcq->firer = t;
+	return 0;
+}
+EXPORT_SYMBOL_GPL(fake_cq_start_firing);
+
+/**
+ * fake_cq_add_cookie() - a successful send completion with this wr_id.
+ * @cq: a fake CQ.
+ * @wr_id: the cookie.
+ *
+ * Context: any.
+ * Return: as fake_cq_add().
+ */
+int fake_cq_add_cookie(struct ib_cq *cq, u64 wr_id)
+{
+	struct ib_wc wc = {
+		.wr_id = wr_id,
+		.status = IB_WC_SUCCESS,
+		.opcode = IB_WC_SEND,
+		.byte_len = 64,
+	};
+
+	return fake_cq_add(cq, &wc);
+}
+EXPORT_SYMBOL_GPL(fake_cq_add_cookie);
+
+/**
+ * fake_cq_set_arm_hook() - run @hook inside every arm, before arming.
+ * @cq: a fake CQ.
+ * @hook: the hook, or NULL.
+ * @ctx: its argument.
+ */
+void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+	unsigned long flags;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	fcq->hook = hook;
+	fcq->hook_ctx = ctx;
+	spin_unlock_irqrestore(&fcq->lock, flags);
+}
+EXPORT_SYMBOL_GPL(fake_cq_set_arm_hook);
+
+/**
+ * fake_cq_fire() - a spurious notification, armed or not.
+ * @cq: a fake CQ.
+ *
+ * Context: any.
+ */
+void fake_cq_fire(struct ib_cq *cq)
+{
+	fake_notify(to_fcq(cq));
+}
+EXPORT_SYMBOL_GPL(fake_cq_fire);
+
+/**
+ * fake_cq_overrun() - raise IB_EVENT_CQ_ERR, as a CQ overrun does.
+ * @cq: a fake CQ.
+ *
+ * Context: any.
+ */
+void fake_cq_overrun(struct ib_cq *cq)
+{
+	struct ib_event ev = {
+		.device = cq->device,
+		.element.cq = cq,
+		.event = IB_EVENT_CQ_ERR,
+	};
+
+	if (cq->event_handler)
+		cq->event_handler(&ev, cq->cq_context);
+}
+EXPORT_SYMBOL_GPL(fake_cq_overrun);
+
+/**
+ * fake_cq_count() - CQEs in the CQ.
+ * @cq: a fake CQ.
+ *
+ * Return: the number of CQEs not yet polled.
+ */
+u32 fake_cq_count(struct ib_cq *cq)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+	unsigned long flags;
+	u32 n;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	n = fcq->tail - fcq->head;
+	spin_unlock_irqrestore(&fcq->lock, flags);
+	return n;
+}
+EXPORT_SYMBOL_GPL(fake_cq_count);
+
+/**
+ * fake_cq_armed() - is the CQ armed?
+ * @cq: a fake CQ.
+ *
+ * Return: true if a completion added now would fire the handler.
+ */
+bool fake_cq_armed(struct ib_cq *cq)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+	unsigned long flags;
+	bool armed;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	armed = fcq->armed == IB_CQ_NEXT_COMP;
+	spin_unlock_irqrestore(&fcq->lock, flags);
+	return armed;
+}
+EXPORT_SYMBOL_GPL(fake_cq_armed);
+
+/**
+ * fake_cq_stats() - the CQ's counters.
+ * @cq: a fake CQ.
+ * @st: where to put them.
+ */
+void fake_cq_stats(struct ib_cq *cq, struct fake_cq_stats *st)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+	unsigned long flags;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	*st = fcq->st;
+	spin_unlock_irqrestore(&fcq->lock, flags);
+}
+EXPORT_SYMBOL_GPL(fake_cq_stats);
+
+MODULE_DESCRIPTION("kevd fake HCA for tests and benchmarks");
+MODULE_LICENSE("Dual BSD/GPL");

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
+/*
+ * A fake HCA for kevd's tests and benchmark: an ib_device made with
+ * ib_alloc_device() (never registered) whose CQs are software queues that
+ * any context may feed: process, hrtimer (hard IRQ), a kthread on another
+ * CPU.
+ */
+#ifndef _KEVD_FAKE_HCA_H
+#define _KEVD_FAKE_HCA_H
+
+#include <rdma/ib_verbs.h>
+
+/**
+ * enum fake_hca_mode - how the fake CQ notifies.
+ * @FAKE_HCA_LENIENT_REPORT: arming fires at once if CQEs are present
+ *	(Mellanox-style) and honours IB_CQ_REPORT_MISSED_EVENTS.
+ * @FAKE_HCA_LENIENT_IGNORE: fires for present CQEs; always returns 0.
+ * @FAKE_HCA_STRICT_REPORT: fires only for CQEs added after the arm
+ *	(strict IBTA, as rxe and siw); honours REPORT_MISSED_EVENTS.
+ * @FAKE_HCA_STRICT_IGNORE: strict, and always returns 0.
+ * @FAKE_HCA_NR_MODES: number of modes.
+ */
+enum fake_hca_mode {
+	FAKE_HCA_LENIENT_REPORT,
+	FAKE_HCA_LENIENT_IGNORE,
+	FAKE_HCA_STRICT_REPORT,
+	FAKE_HCA_STRICT_IGNORE,
+	FAKE_HCA_NR_MODES,
+};
+
+/**
+ * struct fake_cq_stats - what a fake CQ counted.
+ * @arms: req_notify_cq calls.
+ * @notifications: completion handler calls (spurious ones included).
+ * @polls: poll_cq calls.
+ * @polled: CQEs returned by poll_cq.
+ * @added: CQEs added.
+ * @overruns: CQEs dropped because the CQ was full.
+ * @injected: CQEs added by the arm-window injection hook.
+ */
+struct fake_cq_stats {
+	u64 arms;
+	u64 notifications;
+	u64 polls;
+	u64 polled;
+	u64 added;
+	u64 overruns;
+	u64 injected;
+};
+
+/*
+ * Called inside req_notify_cq just before the CQ is armed, without the
+ * fake CQ's lock: whatever it adds lands in the 2006 window.
+ */
+typedef void (*fake_cq_arm_hook)(struct ib_cq *cq, void *ctx);
+
+struct fake_hca;
+
+struct fake_hca *fake_hca_create(enum fake_hca_mode mode);
+void fake_hca_destroy(struct fake_hca *hca);
+struct ib_device *fake_hca_ibdev(struct fake_hca *hca);
+const char *fake_hca_mode_name(enum fake_hca_mode mode);
+
+int fake_cq_add(struct ib_cq *cq, const struct ib_wc *wc);
+int fake_cq_add_cookie(struct ib_cq *cq, u64 wr_id);
+int fake_cq_add_seq(struct ib_cq *cq);
+int fake_cq_start_firing(struct ib_cq *cq);
+void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx);
+void fake_cq_fire(struct ib_cq *cq);
+void fake_cq_overrun(struct ib_cq *cq);
+u32 fake_cq_count(struct ib_cq *cq);
+bool fake_cq_armed(struct ib_cq *cq);
+void fake_cq_stats(struct ib_cq *cq, struct fake_cq_stats *st);
+
+#endif /* _KEVD_FAKE_HCA_H */

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * kevd_test.ko: kevd's KUnit suites (api_test.c, concurrency_test.c,
+ * dto_test.c) and the helpers they share.
+ */
+#include <linux/delay.h>
+#include <linux/module.h>
+#include <linux/sched.h>
+#include "kevd_test.h"
+
+/**
+ * kevd_test_create() - create a software-stream EVD freed after the test.
+ * @test: the test.
+ * @qlen: queue length.
+ * @flags: stream flags.
+ * @policy: upcall policy.
+ * @upcall: upcall object, or NULL.
+ * @flag: upcall flag.
+ *
+ * Return: the EVD; the test fails (and stops) if creation fails.
+ */
+struct kevd *kevd_test_create(struct kunit *test, u32 qlen, u32 flags,
+			      int policy, const struct kevd_upcall *upcall,
+			      int flag)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	attr.qlen = qlen;
+	attr.flags = flags;
+	attr.upcall_policy = policy;
+	if (upcall)
+		attr.upcall = *upcall;
+	attr.upcall_flag = flag;
+	attr.cpu = 0;
+	evd = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
+static void kevd_flush_upcall(void *ctx, const struct kevd_event *ev,
+			      bool more)
+{
+	complete(ctx);
+}
+
+/**
+ * kevd_test_flush_pollers() - wait until every pass queued before the
+ * call on poller 0 has run: a marker EVD on the same poller is served
+ * after them (run lists are FIFO).
+ * @test: the test.
+ */
+void kevd_test_flush_pollers(struct kunit *test)
+{
+	DECLARE_COMPLETION_ONSTACK(done);
+	struct kevd_upcall up = { kevd_flush_upcall, &done };
+	struct kevd *marker;
+
+	marker = kevd_test_create(test, 4, KEVD_SOFTWARE_FLAG,
+				  KEVD_UPCALL_SINGLE_INSTANCE, &up,
+				  KEVD_UPCALL_INVOC_NEW);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(marker, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&done,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_ASSERT_EQ(test, kevd_free(marker), 0);
+}
+
+/**
+ * kevd_test_wait_count() - wait (bounded) until @v reaches @target.
+ * @v: a counter workers increment.
+ * @target: the value.
+ *
+ * Return: true if reached; false when the bound ran out (a failure).
+ */
+bool kevd_test_wait_count(atomic_t *v, int target)
+{
+	unsigned long end = jiffies + KEVD_TEST_WAIT;
+
+	while (atomic_read(v) < target) {
+		if (time_after(jiffies, end))
+			return false;
+		schedule_timeout_uninterruptible(1);
+	}
+	return true;
+}
+
+/**
+ * kevd_rec_init() - an empty recorder.
+ * @r: the recorder.
+ */
+void kevd_rec_init(struct kevd_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	init_completion(&r->done);
+	r->done_at = -1;
+}
+
+/**
+ * kevd_rec_upcall() - the recording upcall.
+ * @ctx: a struct kevd_rec.
+ * @ev: the event, NULL for a doorbell.
+ * @more: more_events.
+ *
+ * Software events must carry pointers 0, 1, 2, ... in order.
+ */
+void kevd_rec_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct kevd_rec *r = ctx;
+	int in = atomic_inc_return(&r->inside);
+	int max = atomic_read(&r->max_inside);
+	int calls;
+
+	while (in > max && !atomic_try_cmpxchg(&r->max_inside, &max, in))
+		;
+	if (!ev) {
+		atomic_inc(&r->doorbells);
+	} else if (ev->event_number == KEVD_SOFTWARE_EVENT) {
+		if ((u64)(uintptr_t)ev->software.pointer != r->next)
+			atomic_inc(&r->errors);
+		r->next = (u64)(uintptr_t)ev->software.pointer + 1;
+		if (!more)
+			atomic_inc(&r->last_more_false);
+	}
+	if (r->action == KEVD_REC_TEARDOWN_INSIDE)
+		r->rc = kevd_modify_upcall(r->evd, KEVD_UPCALL_TEARDOWN,
+					   NULL, KEVD_UPCALL_INVOC_NEW);
+	else if (r->action == KEVD_REC_FREE_INSIDE)
+		r->rc = kevd_free(r->evd);
+	r->action = KEVD_REC_NONE;
+	atomic_dec(&r->inside);
+	calls = atomic_inc_return(&r->calls);
+	if (calls == r->done_at)
+		complete(&r->done);
+}
+
+MODULE_DESCRIPTION("kevd KUnit tests");
+MODULE_LICENSE("Dual BSD/GPL");

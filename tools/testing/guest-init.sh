@@ -1,0 +1,173 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+#
+# init of the kevd test kernels (UML with the host's / as hostfs root, or
+# the QEMU initramfs). The kernel command line passes:
+#   kevd_mode=check|run    what to do
+#   kevd_stage=DIR         root of lib/modules/<release>/ (UML: the host
+#                          path of the staging dir; QEMU: /)
+# Everything it reports goes to the console, which the harness parses:
+# KTAP for the shell-level suites, between the KEVD-HARNESS markers.
+
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc 2>/dev/null
+mount -t sysfs sysfs /sys 2>/dev/null
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mount -t tmpfs tmpfs /tmp 2>/dev/null
+
+stage=${kevd_stage:-/}
+if [ "$stage" = / ]; then
+	MP="modprobe"
+	MI="modinfo"
+else
+	MP="modprobe -d $stage"
+	MI="modinfo -b $stage"
+fi
+kver=$(uname -r)
+params_dir=/sys/module/kevd/parameters
+
+# --- a KTAP suite written from the shell ---------------------------------
+ktap_n=0
+ktap_fail=0
+ktap_begin() { # name count
+	echo "KTAP version 1"
+	echo "1..1"
+	echo "    KTAP version 1"
+	echo "    # Subtest: $1"
+	echo "    1..$2"
+	ktap_suite=$1
+	ktap_n=0
+	ktap_fail=0
+}
+ktap_result() { # ok|not-ok name [diag]
+	ktap_n=$((ktap_n + 1))
+	if [ "$1" = ok ]; then
+		echo "    ok $ktap_n $2"
+	else
+		[ -n "$3" ] && echo "    # $2: $3"
+		echo "    not ok $ktap_n $2"
+		ktap_fail=1
+	fi
+}
+ktap_end() {
+	if [ $ktap_fail = 0 ]; then echo "ok 1 $ktap_suite"; else echo "not ok 1 $ktap_suite"; fi
+}
+
+kevd_loaded() { [ -d /sys/module/kevd ]; }
+
+unload_all() {
+	for m in kevd_test kevd_demo kevd_fake_hca kevd; do
+		[ -d /sys/module/$m ] && rmmod $m
+	done
+}
+
+# One bad value: the load must fail, leave no module, and say why.
+check_bad_param() { # name=value
+	name=${1%%=*}
+	if $MP kevd "$1" >/dev/null 2>&1; then
+		ktap_result not-ok "reject_$1" "load succeeded"
+		unload_all
+	elif kevd_loaded; then
+		ktap_result not-ok "reject_$1" "module left loaded"
+	elif ! dmesg | grep -q "kevd: invalid $name="; then
+		ktap_result not-ok "reject_$1" "no pr_err naming $name"
+	else
+		ktap_result ok "reject_$1"
+	fi
+}
+
+modparams_suite() {
+	bad="poll_budget poll_budget=0 poll_budget=65537 poll_budget=abc poll_budget=-1
+	     default_qlen=0 default_qlen=1048577 nr_pollers=1025 nr_pollers=x
+	     default_policy=teardown default_policy=bogus default_policy=
+	     notify_check=sometimes"
+	nbad=0
+	for b in $bad; do nbad=$((nbad + 1)); done
+	ktap_begin kevd_modparams $((nbad + 4))
+	for b in $bad; do
+		check_bad_param "$b"
+	done
+
+	# Good non-default values are taken and reported back.
+	if $MP kevd default_policy=notify poll_budget=17 default_qlen=99 \
+		nr_pollers=3 notify_check=poll &&
+	   [ "$(cat $params_dir/default_policy)" = notify ] &&
+	   [ "$(cat $params_dir/poll_budget)" = 17 ] &&
+	   [ "$(cat $params_dir/default_qlen)" = 99 ] &&
+	   [ "$(cat $params_dir/nr_pollers)" = 3 ] &&
+	   [ "$(cat $params_dir/notify_check)" = poll ] &&
+	   [ "$(ls -d /proc/[0-9]*/ 2>/dev/null | while read -r d; do cat "$d/comm" 2>/dev/null; done | grep -c '^kevd_poll/')" = 3 ]; then
+		ktap_result ok accept_non_default_values
+	else
+		ktap_result not-ok accept_non_default_values
+	fi
+
+	# Runtime writes are validated the same way; a bad one keeps the value.
+	if kevd_loaded && ! echo 0 >$params_dir/poll_budget 2>/dev/null &&
+	   [ "$(cat $params_dir/poll_budget)" = 17 ] &&
+	   echo 33 >$params_dir/poll_budget &&
+	   [ "$(cat $params_dir/poll_budget)" = 33 ] &&
+	   ! echo never >$params_dir/notify_check 2>/dev/null &&
+	   echo report >$params_dir/notify_check &&
+	   [ "$(cat $params_dir/notify_check)" = report ] &&
+	   ! echo 2 >$params_dir/nr_pollers 2>/dev/null; then
+		ktap_result ok runtime_writes_validated
+	else
+		ktap_result not-ok runtime_writes_validated
+	fi
+	unload_all
+
+	# Load and unload, repeatedly, with and without parameters.
+	ok=1
+	for i in 1 2 3 4 5; do
+		$MP kevd nr_pollers=$i || ok=0
+		rmmod kevd || ok=0
+		$MP kevd || ok=0
+		rmmod kevd || ok=0
+	done
+	kevd_loaded && ok=0
+	if [ $ok = 1 ]; then ktap_result ok load_unload_repeated
+	else ktap_result not-ok load_unload_repeated; fi
+
+	# The product module has no KUnit dependency.
+	if $MI -F depends kevd 2>/dev/null | grep -q kunit; then
+		ktap_result not-ok kevd_ko_free_of_kunit
+	else
+		ktap_result ok kevd_ko_free_of_kunit
+	fi
+	ktap_end
+}
+
+# KUnit suites: each test module runs its suites when it loads.
+kunit_suites() {
+	$MP kevd default_policy=disable poll_budget=64 ||
+		echo "KEVD-HARNESS: error: modprobe kevd failed"
+	$MP kevd_test || echo "KEVD-HARNESS: error: modprobe kevd_test failed"
+	unload_all
+}
+
+demo() {
+	echo "kevd-run: modprobe kevd default_policy=single poll_budget=32 notify_check=poll"
+	$MP kevd default_policy=single poll_budget=32 notify_check=poll || return 1
+	for p in $params_dir/*; do
+		echo "kevd-run: parameter $(basename "$p")=$(cat "$p")"
+	done
+	$MP kevd_demo || return 1
+	echo "kevd-run: totals: $(cat /sys/kernel/debug/kevd/stats)"
+	unload_all
+}
+
+echo "KEVD-HARNESS: begin kernel=$kver mode=${kevd_mode:-check}"
+case ${kevd_mode:-check} in
+check)
+	modparams_suite
+	kunit_suites
+	;;
+run)
+	if demo; then echo "KEVD-HARNESS: run ok"; else echo "KEVD-HARNESS: run failed"; fi
+	;;
+esac
+echo "KEVD-HARNESS: end"
+sync
+busybox poweroff -f 2>/dev/null || poweroff -f 2>/dev/null || reboot -f

@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+#
+# Shared helpers of the kevd test harness. Sourced by tools/testing/kevd-test.
+#
+# Layout of the cache (outside the clone, reused across clones and runs):
+#   $KEVD_CACHE/src/<version>/            extracted linux-source-6.12
+#   $KEVD_CACHE/<target>-<key>/obj/       kernel build (O=)
+#   $KEVD_CACHE/<target>-<key>/modroot/   modules_install of that kernel
+#   $KEVD_CACHE/<target>-<key>/.complete  written last; without it the dir is
+#                                         a partial or failed build: removed.
+# <key> hashes the source package version and the config fragments, so a
+# kernel is rebuilt only when one of those changes.
+
+KEVD_TOP=${KEVD_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+KEVD_TESTING=$KEVD_TOP/tools/testing
+KEVD_CACHE=${KEVD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kevd}
+KEVD_BUILD=${KEVD_BUILD:-$KEVD_TOP/.build}
+KEVD_JOBS=${KEVD_JOBS:-$(nproc)}
+KSRC_TARBALL=/usr/src/linux-source-6.12.tar.xz
+
+log() { printf '[kevd-test] %s\n' "$*" >&2; }
+die() { printf '[kevd-test] error: %s\n' "$*" >&2; exit 1; }
+
+# Debian packages the harness needs; installed with apt-get when missing.
+KEVD_DEPS="linux-source-6.12 build-essential flex bison bc libelf-dev libssl-dev
+	cpio python3 sparse spin kmod busybox-static rsync iproute2 perl
+	qemu-system-x86"
+
+ensure_deps() {
+	local missing="" p
+	for p in $KEVD_DEPS; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+			grep -q 'install ok installed' || missing="$missing $p"
+	done
+	[ -z "$missing" ] && return 0
+	log "installing Debian packages:$missing"
+	[ "$(id -u)" = 0 ] || die "need root to apt-get install$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >&2 || die "apt-get update failed"
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing >&2 ||
+		die "apt-get install$missing failed"
+}
+
+ensure_distro_headers() {
+	dpkg-query -W -f='${Status}' linux-headers-6.12-amd64 2>/dev/null |
+		grep -q 'install ok installed' && return 0
+	log "installing linux-headers-6.12-amd64 (distro compile check)"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -qq linux-headers-6.12-amd64 >&2 ||
+		{ apt-get update -qq >&2 &&
+		  apt-get install -y -qq linux-headers-6.12-amd64 >&2; } ||
+		die "apt-get install linux-headers-6.12-amd64 failed"
+}
+
+ksrc_version() {
+	dpkg-query -W -f='${Version}' linux-source-6.12
+}
+
+# Extract the kernel source once per package version.
+ensure_ksrc() {
+	local ver dir
+	ver=$(ksrc_version) || die "linux-source-6.12 is not installed"
+	dir=$KEVD_CACHE/src/$ver
+	if [ ! -f "$dir/.complete" ]; then
+		log "extracting linux-source-6.12 $ver"
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		tar -C "$dir" --strip-components=1 -xf "$KSRC_TARBALL" ||
+			die "cannot extract $KSRC_TARBALL"
+		touch "$dir/.complete"
+	fi
+	KSRC=$dir
+}
+
+kernel_arch() {
+	case $1 in
+	uml) echo um ;;
+	smp) echo x86_64 ;;
+	*) die "unknown target '$1' (uml or smp)" ;;
+	esac
+}
+
+kernel_key() {
+	local t=$1
+	{
+		ksrc_version
+		cat "$KEVD_TESTING/configs/common.config" \
+		    "$KEVD_TESTING/configs/$t.config"
+		echo "base=$(kernel_base_config "$t")"
+	} | sha256sum | cut -c1-16
+}
+
+kernel_base_config() {
+	case $1 in
+	uml) echo defconfig ;;
+	smp) echo tinyconfig ;;
+	esac
+}
+
+kernel_dir() {
+	echo "$KEVD_CACHE/$1-$(kernel_key "$1")"
+}
+
+# Every symbol a fragment sets must have survived olddefconfig: a silently
+# dropped option (a missing dependency) would give a kernel that tests less.
+verify_config() {
+	local cfg=$1 frag line sym val bad=0
+	shift
+	for frag in "$@"; do
+		while IFS= read -r line; do
+			case $line in
+			CONFIG_*=n) sym=${line%%=*}
+				grep -q "^$sym=" "$cfg" && { log "$frag: $sym is set"; bad=1; } ;;
+			CONFIG_*=*) sym=${line%%=*}; val=${line#*=}
+				grep -qx "$sym=$val" "$cfg" ||
+					{ log "$frag: $line not in .config"; bad=1; } ;;
+			esac
+		done <"$frag"
+	done
+	return $bad
+}
+
+# Build (or reuse) the kernel of target $1. Sets KOBJ, KMODROOT, KREL.
+ensure_kernel() {
+	local t=$1 arch dir frags
+	arch=$(kernel_arch "$t")
+	ensure_ksrc
+	dir=$(kernel_dir "$t")
+	if [ ! -f "$dir/.complete" ]; then
+		rm -rf "$dir"
+		mkdir -p "$dir/obj"
+		frags="$KEVD_TESTING/configs/common.config $KEVD_TESTING/configs/$t.config"
+		log "building the $t kernel in $dir (takes ~8 min)"
+		(
+			set -e
+			cd "$KSRC"
+			make -s ARCH="$arch" O="$dir/obj" "$(kernel_base_config "$t")"
+			# shellcheck disable=SC2086
+			scripts/kconfig/merge_config.sh -m -O "$dir/obj" \
+				"$dir/obj/.config" $frags >/dev/null
+			make -s ARCH="$arch" O="$dir/obj" olddefconfig
+			# shellcheck disable=SC2086
+			verify_config "$dir/obj/.config" $frags
+			make -s ARCH="$arch" O="$dir/obj" -j"$KEVD_JOBS"
+			make -s ARCH="$arch" O="$dir/obj" \
+				INSTALL_MOD_PATH="$dir/modroot" modules_install
+		) >"$dir/build.log" 2>&1 || {
+			tail -n 40 "$dir/build.log" >&2
+			die "$t kernel build failed (log: $dir/build.log)"
+		}
+		touch "$dir/.complete"
+		log "$t kernel ready"
+	fi
+	KOBJ=$dir/obj
+	KMODROOT=$dir/modroot
+	KREL=$(cat "$KOBJ/include/config/kernel.release")
+	KARCH=$arch
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+"""Read a test kernel's console: KTAP results, sanitizer reports, hangs.
+
+  parse_console.py --target T --console LOG --exit-code RC --expect a,b \
+                   --out results.tsv
+      appends one line per test (target, suite, test, pass|fail|skip)
+  parse_console.py --summary results.tsv
+      prints the table and, last, "N passed, N failed, N skipped";
+      exits 1 if anything failed or nothing ran.
+"""
+import argparse
+import collections
+import re
+import sys
+
+TIMESTAMP = re.compile(r'^\[\s*\d+\.\d+\]\s?')
+RESULT = re.compile(r'^(\s*)(ok|not ok) (\d+) ?(.*)$')
+SUBTEST = re.compile(r'^(\s*)# Subtest: (\S+)')
+
+# Anything of these on the console fails the run, wherever it appears.
+REPORTS = [
+    r'BUG:', r'WARNING:', r'Oops', r'Kernel panic', r'kernel BUG at',
+    r'general protection fault', r'KASAN:', r'KCSAN:', r'UBSAN:',
+    r'possible circular locking', r'possible recursive locking',
+    r'inconsistent lock state', r'possible irq lock inversion',
+    r'turning off the locking correctness validator',
+    r'suspicious RCU usage', r'DEBUG_LOCKS_WARN_ON', r'INFO: task .* blocked',
+    r'Call Trace:', r'list_add corruption', r'list_del corruption',
+    r'refcount_t: ', r'ODEBUG:', r'Unable to handle kernel',
+]
+REPORT_RE = re.compile('|'.join(REPORTS))
+
+
+def read_console(path):
+    try:
+        with open(path, errors='replace') as f:
+            return [TIMESTAMP.sub('', l.rstrip('\r\n')) for l in f]
+    except FileNotFoundError:
+        return []
+
+
+def parse(args):
+    lines = read_console(args.console)
+    out = []
+    t = args.target
+
+    def rec(suite, test, status):
+        out.append((t, suite, test, status))
+
+    reports = [l for l in lines if REPORT_RE.search(l)]
+    if reports:
+        for l in reports[:20]:
+            print(f'[{t}] console: {l}', file=sys.stderr)
+    rec('kevd_console', 'no_bug_warning_lockdep_kasan_kcsan_oops',
+        'fail' if reports else 'pass')
+
+    begin = next((i for i, l in enumerate(lines)
+                  if 'KEVD-HARNESS: begin' in l), None)
+    ended = any('KEVD-HARNESS: end' in l for l in lines)
+    if args.exit_code == 124 or args.exit_code == 137:
+        print(f'[{t}] the boot timed out', file=sys.stderr)
+    boot_ok = begin is not None and ended and args.exit_code not in (124, 137)
+    rec('kevd_console', 'boot_reached_end_without_hang',
+        'pass' if boot_ok else 'fail')
+    if not boot_ok:
+        tail = [l for l in lines[-15:]]
+        for l in tail:
+            print(f'[{t}] console tail: {l}', file=sys.stderr)
+    for l in lines:
+        if 'KEVD-HARNESS: error:' in l:
+            print(f'[{t}] {l}', file=sys.stderr)
+            rec('kevd_console', l.split('error:', 1)[1].strip(), 'fail')
+
+    if args.sanitizers_only:
+        write(args.out, out)
+        return 1 if any(r[3] == 'fail' for r in out) else 0
+
+    seen = set()
+    suite = None
+    suite_tests = collections.Counter()
+    for l in lines[begin or 0:]:
+        m = SUBTEST.match(l)
+        if m and len(m.group(1)) == 4:
+            suite = m.group(2)
+            seen.add(suite)
+            continue
+        m = RESULT.match(l)
+        if not m or suite is None:
+            continue
+        indent, verdict, rest = len(m.group(1)), m.group(2), m.group(4)
+        name = re.split(r'\s+#', rest)[0].strip() or '(unnamed)'
+        skip = re.search(r'#\s*SKIP', rest, re.IGNORECASE) is not None
+        status = 'skip' if skip else ('pass' if verdict == 'ok' else 'fail')
+        if indent == 4:
+            rec(suite, name, status)
+            suite_tests[suite] += 1
+            if status == 'fail':
+                print(f'[{t}] FAIL {suite}.{name}', file=sys.stderr)
+        elif indent == 0:
+            if status == 'fail' and not any(
+                    r[1] == suite and r[3] == 'fail' for r in out):
+                rec(suite, '(suite)', 'fail')
+            suite = None
+
+    for s in [s for s in args.expect.split(',') if s]:
+        if s not in seen or not suite_tests[s]:
+            print(f'[{t}] expected suite {s} did not run', file=sys.stderr)
+            rec(s, '(suite ran)', 'fail')
+    write(args.out, out)
+    return 0
+
+
+def write(path, rows):
+    with open(path, 'a') as f:
+        for r in rows:
+            f.write('\t'.join(r) + '\n')
+
+
+def summary(path):
+    rows = []
+    with open(path) as f:
+        for l in f:
+            parts = l.rstrip('\n').split('\t')
+            if len(parts) == 4:
+                rows.append(parts)
+    per = collections.OrderedDict()
+    for t, s, _, st in rows:
+        per.setdefault((t, s), collections.Counter())[st] += 1
+    print(f"{'kernel':<7} {'suite':<28} {'pass':>6} {'fail':>6} {'skip':>6}")
+    for (t, s), c in per.items():
+        print(f"{t:<7} {s:<28} {c['pass']:>6} {c['fail']:>6} {c['skip']:>6}")
+    failed = [r for r in rows if r[3] == 'fail']
+    for t, s, n, _ in failed:
+        print(f'FAILED: {t} {s} {n}')
+    total = collections.Counter(r[3] for r in rows)
+    print(f"{total['pass']} passed, {total['fail']} failed, "
+          f"{total['skip']} skipped")
+    return 1 if failed or not rows else 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--summary')
+    ap.add_argument('--target')
+    ap.add_argument('--console')
+    ap.add_argument('--exit-code', type=int, default=0)
+    ap.add_argument('--expect', default='')
+    ap.add_argument('--out')
+    ap.add_argument('--sanitizers-only', action='store_true')
+    args = ap.parse_args()
+    if args.summary:
+        return summary(args.summary)
+    return parse(args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

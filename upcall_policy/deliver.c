@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * Upcall delivery, from the poller thread that owns the EVD, in process
+ * context and outside every kevd lock: upcalls may sleep.
+ *
+ * A batch: under evd->lock the poller snapshots the policy, the upcall
+ * object and the INVOC_NEW gate, and counts the batch in
+ * evd->upcalls_running; it pops up to KEVD_BATCH events (one lock
+ * round-trip), calls the upcall for each, then uncounts the batch and
+ * wakes TEARDOWN/free. Events popped are delivered even if the policy
+ * changes meanwhile: exactly once, never back to the ring.
+ *
+ *   SINGLE_INSTANCE: the owner delivers; ownership is exclusive, so two
+ *	upcalls of one EVD never overlap.
+ *   MANY: after popping, if more events wait, the owner hands the EVD to
+ *	the next poller before delivering, so batches run concurrently.
+ *   NOTIFY: one doorbell (ev == NULL) per pass in which events arrived
+ *	since the last doorbell; the consumer dequeues.
+ *
+ * more_events is true when another event follows in the batch or the ring
+ * held events when the upcall was invoked.
+ */
+#include "kevd_internal.h"
+
+/* Under evd->lock: may a batch run now? Counts it if so. */
+static bool kevd_deliver_begin(struct kevd *evd, int *policy,
+			       struct kevd_upcall *upcall)
+{
+	unsigned long flags;
+	bool go = false;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	*policy = evd->policy;
+	if (!kevd_upcalls_enabled(*policy))
+		goto out;
+	if (evd->gate_new) {
+		if (READ_ONCE(evd->ring.prod) == evd->gate_prod)
+			goto out;
+		evd->gate_new = false;
+	}
+	if (*policy == KEVD_UPCALL_NOTIFY) {
+		u32 prod = READ_ONCE(evd->ring.prod);
+
+		if (prod == evd->notify_prod ||
+		    !kevd_ring_count(&evd->ring))
+			goto out;
+		evd->notify_prod = prod;
+	}
+	*upcall = evd->upcall;
+	evd->upcalls_running++;
+	go = true;
+out:
+	spin_unlock_irqrestore(&evd->lock, flags);
+	return go;
+}
+
+static void kevd_deliver_end(struct kevd *evd)
+{
+	unsigned long flags;
+	bool idle;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	idle = !--evd->upcalls_running;
+	spin_unlock_irqrestore(&evd->lock, flags);
+	if (idle)
+		wake_up(&evd->wq);
+}
+
+/**
+ * kevd_deliver() - deliver one batch of upcalls, as the policy says.
+ * @evd: the EVD; the caller (@p) owns it.
+ * @p: the poller.
+ * @evs: room for KEVD_BATCH events.
+ * @budget: at most this many events.
+ * @handed_off: set when ownership went to another poller (MANY); the
+ *	caller must not touch @evd afterwards.
+ *
+ * Context: the owning poller thread; calls upcalls, which may sleep.
+ * Return: events delivered (1 for a doorbell), 0 when there was nothing
+ * to do under the policy.
+ */
+u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
+		 struct kevd_event *evs, u32 budget, bool *handed_off)
+{
+	struct kevd_upcall upcall;
+	int policy;
+	u32 n, i;
+
+	if (!kevd_deliver_begin(evd, &policy, &upcall))
+		return 0;
+
+	if (policy == KEVD_UPCALL_NOTIFY) {
+		evd->postats.upcalls++;
+		kevd_poller_enter_upcall(p, evd);
+		upcall.func(upcall.ctx, NULL, true);
+		kevd_poller_enter_upcall(p, NULL);
+		kevd_deliver_end(evd);
+		return 1;
+	}
+
+	n = kevd_ring_pop(evd, evs, min_t(u32, budget, KEVD_BATCH));
+	if (!n) {
+		kevd_deliver_end(evd);
+		return 0;
+	}
+	evd->postats.upcalls += n;
+	if (policy == KEVD_UPCALL_MANY && kevd_ring_count(&evd->ring))
+		*handed_off = kevd_poller_handoff(p, evd);
+
+	kevd_poller_enter_upcall(p, evd);
+	for (i = 0; i < n; i++)
+		upcall.func(upcall.ctx, &evs[i],
+			    i + 1 < n || kevd_ring_count(&evd->ring));
+	kevd_poller_enter_upcall(p, NULL);
+	kevd_deliver_end(evd);
+	return n;
+}

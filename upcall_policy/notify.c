@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * The extended notify: arm, check, re-arm.
+ *
+ * IBTA arms a CQ for completions added after ib_req_notify_cq(). A
+ * completion that lands between the poller's last poll and the arm raises
+ * no notification on a strict provider (rxe, siw), while others
+ * (Mellanox) signal it anyway, and IB_CQ_REPORT_MISSED_EVENTS is honoured
+ * by some drivers and ignored (always 0) by others. So, when an EVD goes
+ * idle, its owning poller:
+ *
+ *   1. arms: ib_req_notify_cq(NEXT_COMP or SOLICITED | REPORT_MISSED_EVENTS);
+ *   2. checks: a positive return means "poll again"; otherwise (auto and
+ *      poll modes) it polls one completion, into a reserved ring slot, so
+ *      a completion found is kept, never lost;
+ *   3. if the check found anything, the EVD goes back on the run list:
+ *      the next pass drains, and arms again when idle.
+ *
+ * Any completion added after step 1 raises a notification (IBTA), which
+ * schedules the EVD (KEVD_POLL_MISSED if the pass is still running). Any
+ * completion added before step 1 is in the CQ at step 2 and is found by
+ * the poll. Hence no completion waits in the CQ unnoticed, on any of the
+ * four behaviours; Documentation/kevd/notify.rst has the argument and the
+ * Promela model in tools/testing/spin/ checks it.
+ *
+ * The software stream needs no check here: its producers schedule the EVD
+ * after publishing (KEVD_POLL_MISSED covers a running pass).
+ *
+ * Context: the owning poller thread only.
+ */
+#include "kevd_internal.h"
+
+/**
+ * kevd_arm_and_check() - arm the CQ of an idle EVD and check for misses.
+ * @evd: the EVD; the caller owns it.
+ * @wcs: room for one work completion.
+ * @evs: room for one event.
+ *
+ * A CQ whose drain stopped at a full ring is not armed: the consumer's
+ * next dequeue reschedules the EVD.
+ *
+ * Context: the owning poller thread.
+ * Return: true if the EVD needs another pass.
+ */
+bool kevd_arm_and_check(struct kevd *evd, struct ib_wc *wcs,
+			struct kevd_event *evs)
+{
+	enum ib_cq_notify_flags how;
+	int mode, ret;
+
+	if (!evd->cq || READ_ONCE(evd->cq_stalled))
+		return false;
+	how = (evd->solicited_only ? IB_CQ_SOLICITED : IB_CQ_NEXT_COMP) |
+	      IB_CQ_REPORT_MISSED_EVENTS;
+	ret = ib_req_notify_cq(evd->cq, how);
+	evd->postats.arms++;
+	mode = READ_ONCE(kevd_param_notify_check);
+	if (ret > 0 && mode != KEVD_CHECK_POLL) {
+		evd->postats.repolls++;
+		return true;
+	}
+	if (mode == KEVD_CHECK_REPORT)
+		return false;
+	if (kevd_cq_drain(evd, wcs, evs, 1)) {
+		evd->postats.repolls++;
+		return true;
+	}
+	return false;
+}

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * The upcall policy state machine: kevd_modify_upcall().
+ *
+ * Every change happens under evd->lock taken with spin_lock_irqsave: the
+ * completion handler reads the EVD's state under it in hard-IRQ context,
+ * and the poller snapshots policy, upcall object and flag under it before
+ * a batch. The count of upcall batches in progress is also under it;
+ * TEARDOWN and kevd_free() sleep on evd->wq until it is zero.
+ *
+ *   DISABLE <-> SINGLE_INSTANCE <-> NOTIFY <-> MANY  (any to any)
+ *   any -> TEARDOWN: returns after the last upcall in progress returned.
+ *
+ * INVOC_ANY fires at once for events already queued when upcalls are
+ * enabled; INVOC_NEW closes a gate at the current producer index and the
+ * poller delivers nothing until an event arrives after it (then the queue
+ * is delivered in order, older events first).
+ */
+#include "kevd_internal.h"
+
+static bool kevd_policy_valid(int policy)
+{
+	return policy == KEVD_UPCALL_TEARDOWN ||
+	       policy == KEVD_UPCALL_DISABLE || kevd_upcalls_enabled(policy);
+}
+
+/* Under evd->lock: set the INVOC_NEW gate or let INVOC_ANY through. */
+static void kevd_set_gate(struct kevd *evd, int flag)
+{
+	u32 prod = READ_ONCE(evd->ring.prod);
+
+	lockdep_assert_held(&evd->lock);
+	evd->gate_new = flag == KEVD_UPCALL_INVOC_NEW;
+	evd->gate_prod = prod;
+	/* NOTIFY rings for what arrived after notify_prod. */
+	evd->notify_prod = evd->gate_new ? prod : prod - 1;
+}
+
+/**
+ * kevd_modify_upcall() - change the upcall policy, object or flag.
+ * @evd: the EVD.
+ * @policy: an &enum kevd_upcall_policy value.
+ * @upcall: the new upcall object, or NULL to keep the current one.
+ * @flag: an &enum kevd_upcall_flag value.
+ *
+ * With %KEVD_UPCALL_TEARDOWN the call returns only after every upcall in
+ * progress on @evd has returned, and no upcall runs afterwards until
+ * upcalls are enabled again. Upcalls in progress when DISABLE is set may
+ * still finish their batch (DAT leaves them running); TEARDOWN waits.
+ *
+ * Context: any for the enabling policies and DISABLE; process context for
+ * TEARDOWN, which sleeps and fails with -EDEADLK from inside an upcall of
+ * @evd instead of hanging.
+ * Return: 0; -EINVAL for a bad policy or flag, a NULL @evd, an upcall
+ * object without a function or an enabling policy without any upcall;
+ * -EBUSY when enabling while a thread waits in kevd_wait(); -EDEADLK.
+ */
+int kevd_modify_upcall(struct kevd *evd, int policy,
+		       const struct kevd_upcall *upcall, int flag)
+{
+	bool enable = kevd_upcalls_enabled(policy);
+	unsigned long flags;
+	int ret = 0;
+
+	if (!evd || !kevd_policy_valid(policy) ||
+	    (flag != KEVD_UPCALL_INVOC_NEW && flag != KEVD_UPCALL_INVOC_ANY) ||
+	    (upcall && !upcall->func))
+		return -EINVAL;
+	if (policy == KEVD_UPCALL_TEARDOWN) {
+		if (kevd_current_in_upcall(evd))
+			return -EDEADLK;
+		might_sleep();
+	}
+
+	spin_lock_irqsave(&evd->lock, flags);
+	if (!(evd->state & KEVD_STATE_OPEN))
+		ret = -EINVAL;
+	else if (enable && !upcall && !evd->upcall.func)
+		ret = -EINVAL;
+	else if (enable && evd->waiter)
+		ret = -EBUSY;
+	if (!ret) {
+		if (upcall)
+			evd->upcall = *upcall;
+		if (enable && (!kevd_upcalls_enabled(evd->policy) ||
+			       flag != evd->upcall_flag))
+			kevd_set_gate(evd, flag);
+		WRITE_ONCE(evd->policy, policy);
+		evd->upcall_flag = flag;
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
+	if (ret)
+		return ret;
+
+	if (enable) {
+		/* Pairs with kevd_producer_done(): policy set, then count. */
+		smp_mb();
+		if (kevd_ring_count(&evd->ring))
+			kevd_schedule(evd);
+	} else if (policy == KEVD_UPCALL_TEARDOWN) {
+		wait_event(evd->wq, !READ_ONCE(evd->upcalls_running));
+	}
+	return 0;
+}
+EXPORT_SYMBOL_GPL(kevd_modify_upcall);
