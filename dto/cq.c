@@ -155,9 +155,8 @@ u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs,
 		n = ib_poll_cq(evd->cq, resv, wcs);
 		if (n < 0)
 			n = 0;
-		for (i = 0; i < n; i++) {
+		for (i = 0; i < n; i++)
 			kevd_wc_to_event(&wcs[i], &evs[i]);
-		}
 		kevd_ring_commit(evd, evs, n, resv, KEVD_STREAM_DTO);
 		done += n;
 		if (n < resv)

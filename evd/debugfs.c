@@ -13,6 +13,13 @@
 #include <linux/seq_file.h>
 #include "kevd_internal.h"
 
+/*
+ * A counter written by its owner without atomics, read here as a
+ * snapshot: the race is intended and harmless (each read sees a value the
+ * counter had).
+ */
+#define kevd_snap(x)	data_race(READ_ONCE(x))
+
 static LIST_HEAD(kevd_list);
 static DEFINE_MUTEX(kevd_list_lock);
 static struct kevd_stats kevd_freed;
@@ -51,19 +58,19 @@ void kevd_read_stats(struct kevd *evd, struct kevd_stats *st)
 	int i;
 
 	for (i = 0; i < KEVD_NR_STREAMS; i++) {
-		st->posted[i] = data_race(READ_ONCE(evd->pstats.posted[i]));
-		st->delivered[i] = data_race(READ_ONCE(evd->cstats.delivered[i]));
+		st->posted[i] = kevd_snap(evd->pstats.posted[i]);
+		st->delivered[i] = kevd_snap(evd->cstats.delivered[i]);
 	}
-	st->overflows = data_race(READ_ONCE(evd->pstats.overflows));
-	st->drops = data_race(READ_ONCE(evd->pstats.drops));
-	st->max_batch = data_race(READ_ONCE(evd->pstats.max_batch));
-	st->upcalls = data_race(READ_ONCE(evd->postats.upcalls));
+	st->overflows = kevd_snap(evd->pstats.overflows);
+	st->drops = kevd_snap(evd->pstats.drops);
+	st->max_batch = kevd_snap(evd->pstats.max_batch);
+	st->upcalls = kevd_snap(evd->postats.upcalls);
 	st->empty_notifications =
-		data_race(READ_ONCE(evd->postats.empty_notifications));
-	st->arms = data_race(READ_ONCE(evd->postats.arms));
-	st->repolls = data_race(READ_ONCE(evd->postats.repolls));
+		kevd_snap(evd->postats.empty_notifications);
+	st->arms = kevd_snap(evd->postats.arms);
+	st->repolls = kevd_snap(evd->postats.repolls);
 	st->backpressure_stalls =
-		data_race(READ_ONCE(evd->postats.backpressure_stalls));
+		kevd_snap(evd->postats.backpressure_stalls);
 	st->notifications = atomic64_read(&evd->notifications);
 }
 
@@ -161,8 +168,8 @@ static int kevd_evds_show(struct seq_file *m, void *unused)
 		seq_printf(m, "evd%u qlen=%u count=%u policy=%d flags=0x%x state=0x%x",
 			   evd->id, kevd_ring_qlen(&evd->ring),
 			   kevd_ring_count(&evd->ring),
-			   data_race(READ_ONCE(evd->policy)), evd->flags,
-			   data_race(READ_ONCE(evd->state)));
+			   kevd_snap(evd->policy), evd->flags,
+			   kevd_snap(evd->state));
 		kevd_show_stats(m, &st);
 	}
 	mutex_unlock(&kevd_list_lock);

@@ -80,8 +80,8 @@ bool kevd_upcalls_enabled(int policy)
  */
 void kevd_producer_done(struct kevd *evd)
 {
-	smp_mb();
-	if (waitqueue_active(&evd->wq))
+	smp_mb(); /* publish, then look for waiters and the policy */
+	if (waitqueue_active(&evd->wq)) /* ordered by the smp_mb() above */
 		wake_up(&evd->wq);
 	if (kevd_upcalls_enabled(READ_ONCE(evd->policy)))
 		kevd_schedule(evd);
@@ -545,20 +545,21 @@ int kevd_wait(struct kevd *evd, u32 timeout_us, u32 threshold,
 	left = timeout_us == KEVD_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :
 	       (long)usecs_to_jiffies(timeout_us);
 	for (;;) {
-		if (kevd_wait_ready(evd, threshold)) {
-			ret = 0;
-		} else if (!left) {
-			ret = -ETIMEDOUT;
-			break;
-		} else {
+		if (!kevd_wait_ready(evd, threshold)) {
+			if (!left) {
+				ret = -ETIMEDOUT;
+				break;
+			}
 			left = wait_event_interruptible_timeout(evd->wq,
-					kevd_wait_ready(evd, threshold), left);
+								kevd_wait_ready(evd, threshold),
+								left);
 			if (left < 0) {
 				ret = left;
 				break;
 			}
 			continue;
 		}
+		ret = 0;
 		if (READ_ONCE(evd->state) & KEVD_STATE_UNWAITABLE) {
 			ret = -ECANCELED;
 			break;

@@ -35,7 +35,7 @@
 #include <rdma/ib_verbs.h>
 #include <kevd/kevd.h>
 
-#define KEVD_MAX_QLEN		(1U << 20)
+#define KEVD_MAX_QLEN		BIT(20)
 /* Slots only the streams that cannot wait (CR, connection, async) use. */
 #define KEVD_HEADROOM		8
 /* Work completions polled per ib_poll_cq() call; events per batch. */
@@ -66,10 +66,10 @@ enum {
 struct kevd_ring {
 	u32 prod ____cacheline_aligned_in_smp;
 	u32 resv;
-	spinlock_t prod_lock;
+	spinlock_t prod_lock;	/* serialises producers */
 
 	u32 cons ____cacheline_aligned_in_smp;
-	spinlock_t cons_lock;
+	spinlock_t cons_lock;	/* serialises consumers */
 
 	struct kevd_event *slots ____cacheline_aligned_in_smp;
 	u32 mask;
@@ -138,7 +138,7 @@ struct kevd {
 	struct kevd_prod_stats pstats;
 	struct kevd_cons_stats cstats;
 
-	spinlock_t lock ____cacheline_aligned_in_smp;
+	spinlock_t lock ____cacheline_aligned_in_smp; /* control state */
 	int policy;
 	struct kevd_upcall upcall;
 	int upcall_flag;

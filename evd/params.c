@@ -48,6 +48,7 @@ static int kevd_uint_get(char *buf, const struct kernel_param *kp)
 }
 
 static const struct kernel_param_ops kevd_uint_ops = {
+	.flags = KERNEL_PARAM_OPS_FL_NOARG,	/* a missing value gets our message */
 	.set = kevd_uint_set,
 	.get = kevd_uint_get,
 };
@@ -94,6 +95,7 @@ static int kevd_enum_get(char *buf, const struct kernel_param *kp)
 }
 
 static const struct kernel_param_ops kevd_enum_ops = {
+	.flags = KERNEL_PARAM_OPS_FL_NOARG,
 	.set = kevd_enum_set,
 	.get = kevd_enum_get,
 };
@@ -102,6 +104,7 @@ unsigned int kevd_param_budget = 64;
 static struct kevd_uint_param kevd_budget_param = {
 	&kevd_param_budget, 1, 65536, "events per EVD per poller pass",
 };
+
 module_param_cb(poll_budget, &kevd_uint_ops, &kevd_budget_param, 0644);
 MODULE_PARM_DESC(poll_budget,
 		 "Events a poller handles per EVD per pass before it moves on (1..65536, default 64)");
@@ -110,6 +113,7 @@ unsigned int kevd_param_qlen = 256;
 static struct kevd_uint_param kevd_qlen_param = {
 	&kevd_param_qlen, 1, KEVD_MAX_QLEN, "default EVD queue length",
 };
+
 module_param_cb(default_qlen, &kevd_uint_ops, &kevd_qlen_param, 0644);
 MODULE_PARM_DESC(default_qlen,
 		 "Queue length kevd_attr_init() proposes (1..1048576, default 256)");
@@ -118,6 +122,7 @@ unsigned int kevd_param_pollers;
 static struct kevd_uint_param kevd_pollers_param = {
 	&kevd_param_pollers, 0, 1024, "poller threads; 0: one per online CPU",
 };
+
 module_param_cb(nr_pollers, &kevd_uint_ops, &kevd_pollers_param, 0444);
 MODULE_PARM_DESC(nr_pollers,
 		 "Poller threads (0..1024, default 0: one per online CPU)");
@@ -125,15 +130,18 @@ MODULE_PARM_DESC(nr_pollers,
 static const char * const kevd_policy_names[] = {
 	"disable", "single", "notify", "many", NULL,
 };
+
 static const int kevd_policy_values[] = {
 	KEVD_UPCALL_DISABLE, KEVD_UPCALL_SINGLE_INSTANCE, KEVD_UPCALL_NOTIFY,
 	KEVD_UPCALL_MANY,
 };
+
 int kevd_param_policy = KEVD_UPCALL_DISABLE;
 static struct kevd_enum_param kevd_policy_param = {
 	&kevd_param_policy, kevd_policy_names, kevd_policy_values,
 	"disable, single, notify, many",
 };
+
 module_param_cb(default_policy, &kevd_enum_ops, &kevd_policy_param, 0644);
 MODULE_PARM_DESC(default_policy,
 		 "Upcall policy kevd_attr_init() proposes: disable, single, notify, many (default disable)");
@@ -141,14 +149,17 @@ MODULE_PARM_DESC(default_policy,
 static const char * const kevd_check_names[] = {
 	"auto", "report", "poll", NULL,
 };
+
 static const int kevd_check_values[] = {
 	KEVD_CHECK_AUTO, KEVD_CHECK_REPORT, KEVD_CHECK_POLL,
 };
+
 int kevd_param_notify_check = KEVD_CHECK_AUTO;
 static struct kevd_enum_param kevd_check_param = {
 	&kevd_param_notify_check, kevd_check_names, kevd_check_values,
 	"auto, report, poll",
 };
+
 module_param_cb(notify_check, &kevd_enum_ops, &kevd_check_param, 0644);
 MODULE_PARM_DESC(notify_check,
 		 "Check after arming a CQ: auto (safe everywhere, default), report (trust IB_CQ_REPORT_MISSED_EVENTS only), poll (always poll one)");

@@ -44,7 +44,7 @@
  * @evs: events of a drain or of an upcall batch.
  */
 struct kevd_poller {
-	spinlock_t lock;
+	spinlock_t lock;	/* guards run_list */
 	struct list_head run_list;
 	struct task_struct *task;
 	struct kevd *in_upcall;

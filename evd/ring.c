@@ -107,6 +107,7 @@ void kevd_ring_destroy(struct kevd_ring *ring)
 /* Free slots for a producer; ring->prod_lock held. */
 static u32 __kevd_ring_free(struct kevd_ring *ring, bool headroom)
 {
+	/* acquire: the consumer is done with every slot below cons */
 	u32 used = ring->prod - smp_load_acquire(&ring->cons) + ring->resv;
 	u32 limit = kevd_ring_size(ring) - (headroom ? 0 : ring->headroom);
 
@@ -124,6 +125,7 @@ static void __kevd_ring_push(struct kevd_ring *ring,
 	lockdep_assert_held(&ring->prod_lock);
 	for (i = 0; i < n; i++)
 		ring->slots[(prod + i) & ring->mask] = evs[i];
+	/* release: the slots are written before a consumer sees prod */
 	smp_store_release(&ring->prod, prod + n);
 }
 
@@ -233,12 +235,14 @@ u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max)
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
 	cons = ring->cons;
+	/* acquire: pairs with the producer's release of prod */
 	n = min(max, smp_load_acquire(&ring->prod) - cons);
 	for (i = 0; i < n; i++) {
 		evs[i] = ring->slots[(cons + i) & ring->mask];
 		evs[i].evd = evd;
 		evd->cstats.delivered[kevd_event_stream(evs[i].event_number)]++;
 	}
+	/* release: the slots are read before a producer reuses them */
 	smp_store_release(&ring->cons, cons + n);
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	return n;
@@ -254,8 +258,8 @@ u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max)
  * Slots reserved by a CQ drain in flight count as used.
  *
  * Context: process context; may sleep. Takes cons_lock, then prod_lock.
- * Return: 0, -EINVAL for a bad @qlen, -ENOMEM, or -EBUSY when the queued
- * and reserved events do not fit in @qlen.
+ * Return: 0, -EINVAL for a bad @qlen, -ENOMEM, or -EBUSY when more events
+ * are queued (or reserved) than @qlen.
  */
 int kevd_ring_resize(struct kevd *evd, u32 qlen)
 {
@@ -275,7 +279,7 @@ int kevd_ring_resize(struct kevd *evd, u32 qlen)
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
 	spin_lock(&ring->prod_lock);
-	if (ring->prod - ring->cons + ring->resv > size - ring->headroom) {
+	if (ring->prod - ring->cons + ring->resv > qlen) {
 		spin_unlock(&ring->prod_lock);
 		spin_unlock_irqrestore(&ring->cons_lock, flags);
 		kvfree(slots);

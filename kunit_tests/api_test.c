@@ -245,9 +245,8 @@ static void kevd_api_invoc_any(struct kunit *test)
 	up.ctx = r;
 	for (i = 0; i < 5; i++)
 		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
-	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd,
-			KEVD_UPCALL_SINGLE_INSTANCE, &up,
-			KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_SINGLE_INSTANCE,
+						 &up, KEVD_UPCALL_INVOC_ANY), 0);
 	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->calls, 5));
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->errors), 0);
 	/* more_events was true for all but the last. */
@@ -272,9 +271,8 @@ static void kevd_api_invoc_new(struct kunit *test)
 	up.ctx = r;
 	for (i = 0; i < 3; i++)
 		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
-	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd,
-			KEVD_UPCALL_SINGLE_INSTANCE, &up,
-			KEVD_UPCALL_INVOC_NEW), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_SINGLE_INSTANCE,
+						 &up, KEVD_UPCALL_INVOC_NEW), 0);
 	/* Every pass that enabling scheduled has run: still no upcall. */
 	kevd_test_flush_pollers(test);
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->calls), 0);
@@ -432,8 +430,8 @@ static void kevd_api_wait(struct kunit *test)
 	KUNIT_ASSERT_TRUE(test, kevd_wait_state(evd));
 	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 1, &ev, &nmore), -EBUSY);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), -EBUSY);
-	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd,
-			KEVD_UPCALL_SINGLE_INSTANCE, &up, 0), -EBUSY);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_SINGLE_INSTANCE,
+						 &up, 0), -EBUSY);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(10)), 0);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(11)), 0);
 	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done,
@@ -566,4 +564,5 @@ static struct kunit_suite kevd_api_suite = {
 	.name = "kevd_api",
 	.test_cases = kevd_api_cases,
 };
+
 kunit_test_suite(kevd_api_suite);

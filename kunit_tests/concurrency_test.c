@@ -146,7 +146,7 @@ static enum hrtimer_restart stress_timer_fn(struct hrtimer *t)
 		s->timer_seq++;
 		atomic_inc(&s->timer_posted);
 	}
-	hrtimer_forward_now(t, us_to_ktime(20));
+	hrtimer_forward_now(t, ns_to_ktime(20 * NSEC_PER_USEC));
 	return HRTIMER_RESTART;
 }
 
@@ -218,7 +218,7 @@ static void stress_start_producers(struct kunit *test, struct stress *s,
 	if (s->per_timer) {
 		hrtimer_init(&s->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
 		s->timer.function = stress_timer_fn;
-		hrtimer_start(&s->timer, us_to_ktime(20), HRTIMER_MODE_REL_HARD);
+		hrtimer_start(&s->timer, ns_to_ktime(20 * NSEC_PER_USEC), HRTIMER_MODE_REL_HARD);
 	}
 }
 
@@ -505,4 +505,5 @@ static struct kunit_suite kevd_conc_suite = {
 	.name = "kevd_concurrency",
 	.test_cases = kevd_conc_cases,
 };
+
 kunit_test_suite(kevd_conc_suite);

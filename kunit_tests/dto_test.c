@@ -25,6 +25,7 @@ static void mode_desc(const enum fake_hca_mode *m, char *desc)
 {
 	strscpy(desc, fake_hca_mode_name(*m), KUNIT_PARAM_DESC_SIZE);
 }
+
 KUNIT_ARRAY_PARAM(dto_mode, all_modes, mode_desc);
 
 /* A DTO consumer: cookies must arrive as 0, 1, 2, ... */
@@ -554,4 +555,5 @@ static struct kunit_suite kevd_dto_suite = {
 	.name = "kevd_dto",
 	.test_cases = kevd_dto_cases,
 };
+
 kunit_test_suite(kevd_dto_suite);

@@ -19,7 +19,7 @@ struct fake_hca {
 
 struct fake_cq {
 	struct ib_cq ibcq;
-	spinlock_t lock;
+	spinlock_t lock;	/* queue, armed state, counters */
 	struct ib_wc *q;
 	u32 mask;
 	u32 head;

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
+/*
+ * kevd's extended notify (arm, check, re-arm) with the NAPI-style
+ * SCHED/MISSED ownership of upcall_policy/notify.c and evd/poller.c.
+ *
+ * Processes: the HCA adds N completions (and may fire one spurious
+ * notification); the completion handler schedules the EVD; the poller
+ * owns a scheduled EVD, drains the CQ, arms, checks, and lets go.
+ *
+ *   -DLENIENT  arming fires at once when CQEs are present (Mellanox);
+ *              without it, strict IBTA: only CQEs added after the arm fire.
+ *   -DCHECK    the check step after arming (kevd); without it the plain
+ *              drain-then-arm of 2006.
+ *
+ * Property (no lost wake-up): whenever the whole system is quiescent
+ * (nothing can move: spin's timeout), the CQ is empty and every
+ * completion reached the event ring.
+ */
+#ifndef N
+#define N 3
+#endif
+
+bit armed = 0;		/* the CQ is armed (kevd_cq_create arms it) */
+byte cq = 0;		/* CQEs in the CQ */
+byte ring = 0;		/* completions moved into the event ring */
+bit sched = 0;		/* KEVD_POLL_SCHED */
+bit missed = 0;		/* KEVD_POLL_MISSED */
+chan irq = [N + 2] of { bit };	/* notifications on their way to the handler */
+chan runq = [1] of { bit };	/* the poller's run list */
+
+inline fire()
+{
+	if
+	:: armed -> armed = 0; irq!1
+	:: else -> skip
+	fi
+}
+
+/* kevd_schedule(): take ownership and queue, or mark missed. */
+inline schedule()
+{
+	atomic {
+		if
+		:: sched -> missed = 1
+		:: else -> sched = 1; runq!1
+		fi
+	}
+}
+
+active proctype hca()
+{
+	byte i = 0;
+	bit spurious = 0;
+
+	armed = 1;
+	do
+	:: i < N -> atomic { cq++; fire() }; i++
+	:: spurious == 0 -> spurious = 1; irq!1	/* an empty or spurious one */
+	:: i == N -> break
+	od
+}
+
+active proctype handler()
+{
+end:	do
+	:: irq?1 -> schedule()
+	od
+}
+
+active proctype poller()
+{
+	bit again;
+
+end:	do
+	:: runq?1 ->
+		again = 1;
+		do
+		:: again ->
+			/* drain (kevd_cq_drain) */
+			atomic { ring = ring + cq; cq = 0 }
+			/* arm: ib_req_notify_cq */
+			atomic {
+				armed = 1;
+#ifdef LENIENT
+				if
+				:: cq > 0 -> armed = 0; irq!1
+				:: else -> skip
+				fi
+#endif
+			}
+			again = 0;
+#ifdef CHECK
+			/* check: REPORT_MISSED_EVENTS > 0, or poll one */
+			if
+			:: cq > 0 -> again = 1
+			:: else -> skip
+			fi
+#endif
+			if
+			:: again -> skip
+			:: else ->
+				/* let go, unless scheduled meanwhile */
+				atomic {
+					if
+					:: missed -> missed = 0; again = 1
+					:: else -> sched = 0
+					fi
+				}
+			fi
+		:: else -> break
+		od
+	od
+}
+
+active proctype monitor()
+{
+	timeout -> assert(cq == 0 && ring == N)
+}
