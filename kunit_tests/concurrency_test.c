@@ -175,8 +175,9 @@ static int wait_fn(void *data)
 		rc = kevd_wait(c->s->evd, 10000, 1, &ev, &nmore);
 		if (!rc)
 			stress_consume(c, &ev);
-		else if (rc != -ETIMEDOUT)
-			atomic_inc(&c->s->bad);
+		else if (rc != -ETIMEDOUT &&
+			 !(rc == -ERESTARTSYS && kthread_should_stop()))
+			atomic_inc(&c->s->bad);	/* kthread_stop() interrupts */
 	}
 	return 0;
 }
