@@ -80,11 +80,24 @@ bool kevd_upcalls_enabled(int policy)
  */
 void kevd_producer_done(struct kevd *evd)
 {
+	kevd_wake_waiter(evd);
+	if (kevd_upcalls_enabled(READ_ONCE(evd->policy)))
+		kevd_schedule(evd);
+}
+
+/**
+ * kevd_wake_waiter() - events were published: wake a thread in kevd_wait().
+ * @evd: the EVD.
+ *
+ * Also the full barrier of kevd_producer_done().
+ *
+ * Context: any.
+ */
+void kevd_wake_waiter(struct kevd *evd)
+{
 	smp_mb(); /* publish, then look for waiters and the policy */
 	if (waitqueue_active(&evd->wq)) /* ordered by the smp_mb() above */
 		wake_up(&evd->wq);
-	if (kevd_upcalls_enabled(READ_ONCE(evd->policy)))
-		kevd_schedule(evd);
 }
 
 /* A consumer freed slots: restart a CQ drain that stopped at a full ring. */
@@ -144,7 +157,7 @@ int kevd_raise_overflow(struct kevd *evd, enum kevd_stream stream)
 	unsigned long flags;
 
 	spin_lock_irqsave(&evd->lock, flags);
-	evd->state |= KEVD_STATE_OVERFLOWED;
+	WRITE_ONCE(evd->state, evd->state | KEVD_STATE_OVERFLOWED);
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (!evd->async_evd)
 		return 0;
@@ -295,8 +308,8 @@ int kevd_free(struct kevd *evd)
 		spin_unlock_irqrestore(&evd->lock, flags);
 		return -EBUSY;
 	}
-	evd->policy = KEVD_UPCALL_TEARDOWN;
-	evd->state &= ~KEVD_STATE_OPEN;
+	WRITE_ONCE(evd->policy, KEVD_UPCALL_TEARDOWN);
+	WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_OPEN);
 	set_bit(KEVD_POLL_DEAD, &evd->poll_state);
 	spin_unlock_irqrestore(&evd->lock, flags);
 
@@ -413,7 +426,7 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 	if (ret)
 		return ret;
 	spin_lock_irqsave(&evd->lock, flags);
-	evd->state &= ~KEVD_STATE_OVERFLOWED;
+	WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_OVERFLOWED);
 	spin_unlock_irqrestore(&evd->lock, flags);
 	kevd_consumer_done(evd);
 	return 0;
@@ -466,9 +479,9 @@ int kevd_set_unwaitable(struct kevd *evd, bool unwaitable)
 		return -EINVAL;
 	spin_lock_irqsave(&evd->lock, flags);
 	if (unwaitable)
-		evd->state |= KEVD_STATE_UNWAITABLE;
+		WRITE_ONCE(evd->state, evd->state | KEVD_STATE_UNWAITABLE);
 	else
-		evd->state &= ~KEVD_STATE_UNWAITABLE;
+		WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_UNWAITABLE);
 	spin_unlock_irqrestore(&evd->lock, flags);
 	wake_up(&evd->wq);
 	return 0;

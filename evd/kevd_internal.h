@@ -187,6 +187,7 @@ int kevd_ring_resize(struct kevd *evd, u32 qlen);
 enum kevd_stream kevd_event_stream(u32 event_number);
 bool kevd_upcalls_enabled(int policy);
 void kevd_producer_done(struct kevd *evd);
+void kevd_wake_waiter(struct kevd *evd);
 void kevd_get(struct kevd *evd);
 void kevd_put(struct kevd *evd);
 int kevd_raise_overflow(struct kevd *evd, enum kevd_stream stream);

@@ -155,8 +155,8 @@ static void kevd_poll_complete(struct kevd_poller *p, struct kevd *evd)
 
 	if (new & BIT(KEVD_POLL_SCHED))
 		kevd_enqueue(p, evd);
-	else
-		wake_up_var(&evd->poll_state);
+	else if (val & BIT(KEVD_POLL_DEAD))
+		wake_up_var(&evd->poll_state);	/* kevd_poll_wait_idle() */
 }
 
 /**
@@ -197,7 +197,8 @@ static void kevd_poller_shed(struct kevd_poller *p)
 	unsigned long flags;
 	LIST_HEAD(moved);
 
-	if (to == p)
+	/* Racy peek: an EVD queued just after it is served after the upcall. */
+	if (to == p || data_race(list_empty(&p->run_list)))
 		return;
 	spin_lock_irqsave(&p->lock, flags);
 	list_splice_init(&p->run_list, &moved);

@@ -158,8 +158,9 @@ u32 kevd_ring_reserve(struct kevd *evd, u32 want)
  * @reserved: what kevd_ring_reserve() gave; all of it is released.
  * @stream: the stream of the events, for the statistics.
  *
- * One lock round-trip for the whole batch. Wakes a waiter and schedules
- * upcalls through kevd_producer_done().
+ * One lock round-trip for the whole batch. Only the owning poller
+ * commits (it delivers upcalls in the same pass), so this wakes a waiter
+ * but does not schedule the EVD.
  *
  * Context: any; takes ring->prod_lock.
  */
@@ -177,7 +178,7 @@ void kevd_ring_commit(struct kevd *evd, const struct kevd_event *evs,
 		evd->pstats.max_batch = n;
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
 	if (n)
-		kevd_producer_done(evd);
+		kevd_wake_waiter(evd);
 }
 
 /**
