@@ -458,6 +458,7 @@ int kevd_query(struct kevd *evd, struct kevd_param *param)
 	param->count = kevd_ring_count(&evd->ring);
 	param->flags = evd->flags;
 	param->cq = evd->cq;
+	param->mem_bytes = ksize(evd) + kevd_ring_bytes(&evd->ring);
 	kevd_read_stats(evd, &param->stats);
 	return 0;
 }

@@ -175,6 +175,7 @@ int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom);
 void kevd_ring_destroy(struct kevd_ring *ring);
 u32 kevd_ring_qlen(const struct kevd_ring *ring);
 u32 kevd_ring_count(const struct kevd_ring *ring);
+size_t kevd_ring_bytes(const struct kevd_ring *ring);
 u32 kevd_ring_reserve(struct kevd *evd, u32 want);
 void kevd_ring_commit(struct kevd *evd, const struct kevd_event *evs,
 		      u32 n, u32 reserved, enum kevd_stream stream);

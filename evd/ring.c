@@ -45,6 +45,17 @@ u32 kevd_ring_qlen(const struct kevd_ring *ring)
 }
 
 /**
+ * kevd_ring_bytes() - memory of the slot array.
+ * @ring: the ring.
+ *
+ * Return: bytes allocated for the slots.
+ */
+size_t kevd_ring_bytes(const struct kevd_ring *ring)
+{
+	return (size_t)kevd_ring_size(ring) * sizeof(*ring->slots);
+}
+
+/**
  * kevd_ring_count() - events queued now (a snapshot).
  * @ring: the ring.
  *

@@ -402,6 +402,7 @@ struct kevd_stats {
  * @flags: stream flags.
  * @state: &enum kevd_state bits.
  * @cq: the CQ of the DTO stream, or NULL.
+ * @mem_bytes: memory the EVD holds (object and ring; not the CQ).
  * @stats: the EVD's counters.
  */
 struct kevd_param {
@@ -413,6 +414,7 @@ struct kevd_param {
 	u32 flags;
 	u32 state;
 	struct ib_cq *cq;
+	size_t mem_bytes;
 	struct kevd_stats stats;
 };
 
