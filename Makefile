@@ -35,4 +35,8 @@ check-smp:
 run:
 	$(HARNESS) run
 
-.PHONY: all modules install clean check check-uml check-smp run
+# The benchmark (issue 6) on both test kernels: table, CSV, kevd-bench lines.
+bench:
+	$(HARNESS) bench
+
+.PHONY: all modules install clean check check-uml check-smp run bench

@@ -147,6 +147,99 @@ kunit_suites() {
 	unload_all
 }
 
+# Soft RDMA devices: siw over lo, rxe over a dummy netdev.
+rdma_devices() {
+	$MP siw && $MP rdma_rxe && $MP dummy numdummies=0 || return 1
+	# rdma_cm does not run over lo (nor with 127/8 on another netdev):
+	# siw gets its own dummy netdev with an IPv6 link-local address that
+	# never leaves the guest; rxe uses raw verbs and its GID on dummy0.
+	ip link set lo up
+	ip link add dummy0 type dummy && ip link set dummy0 up || return 1
+	ip link add dummy1 type dummy && ip link set dummy1 up || return 1
+	ip -6 addr add fe80::2/64 dev dummy1 nodad || return 1
+	rdma link add siw0 type siw netdev dummy1 || return 1
+	rdma link add rxe0 type rxe netdev dummy0 || return 1
+	rdma link show
+}
+
+# kevd_pingpong on every device and mode; one KTAP test per summary line.
+e2e_suite() { # pingpong parameters...
+	e2e_log=/tmp/kevd-e2e.log
+	devs_ok=1
+	rdma_devices || devs_ok=0
+	if [ $devs_ok = 1 ]; then
+		$MP kevd default_policy=disable poll_budget=64
+		$MP kevd_pingpong "$@"
+		echo "pingpong_rc=$?" >$e2e_log
+		dmesg | grep -E 'kevd-e2e(-teardown)? ' >>$e2e_log
+		rmmod kevd_pingpong 2>/dev/null
+		rmmod kevd
+	fi
+	ndev=2
+	nmode=5
+	ktap_begin kevd_e2e $((ndev * nmode + ndev + 1))
+	if [ $devs_ok = 1 ]; then ktap_result ok soft_rdma_devices
+	else ktap_result not-ok soft_rdma_devices "rdma link add failed"; fi
+	for dev in siw0 rxe0; do
+		for mode in dequeue wait single notify many; do
+			line=$(grep "kevd-e2e device=$dev mode=$mode " $e2e_log 2>/dev/null)
+			if [ -n "$line" ] && echo "$line" | grep -q ' lost=0 dup=0 bad=0 ' &&
+			   echo "$line" | grep -q ' rc=0'; then
+				ktap_result ok "${dev}_$mode"
+			else
+				ktap_result not-ok "${dev}_$mode" "${line:-no summary line}"
+			fi
+		done
+		line=$(grep "kevd-e2e-teardown device=$dev " $e2e_log 2>/dev/null)
+		if echo "$line" | grep -q ' ok$'; then
+			ktap_result ok "${dev}_teardown_in_flight"
+		else
+			ktap_result not-ok "${dev}_teardown_in_flight" "${line:-no teardown line}"
+		fi
+	done
+	ktap_end
+	[ -f $e2e_log ] && sed 's/^/# /' $e2e_log
+}
+
+# --- the benchmark (tools/testing/bench/kevd_bench.c) -------------------
+bench_modes="kevd-single kevd-wait kevd-dequeue wq unbound-wq softirq kdapl-2006
+	     floor scale-16 floor-drain"
+
+# make check: kevd_bench smoke=1, one KTAP test per kevd-bench-smoke line.
+bench_smoke_suite() {
+	nb=0
+	for m in $bench_modes; do nb=$((nb + 1)); done
+	$MP kevd_bench smoke=1 kernel=smoke
+	brc=$?
+	[ -d /sys/module/kevd_bench ] && rmmod kevd_bench
+	unload_all
+	ktap_begin kevd_bench_smoke $((nb + 1))
+	if [ $brc = 0 ]; then ktap_result ok load_smoke
+	else ktap_result not-ok load_smoke "modprobe kevd_bench smoke=1: rc=$brc"; fi
+	for m in $bench_modes; do
+		line=$(dmesg | grep "kevd-bench-smoke mode=$m " | tail -n 1)
+		line=${line#*kevd-bench-smoke }
+		if echo "$line" | grep -q ' ok$'; then
+			ktap_result ok "$m"
+		else
+			ktap_result not-ok "$m" "${line:-no kevd-bench-smoke line}"
+		fi
+	done
+	ktap_end
+}
+
+# kevd_mode=bench[:param=value:...]: the full benchmark.
+bench_run() {
+	# UML boots on the host's / (kevd_stage is a host path), QEMU on /.
+	if [ "$stage" = / ]; then bk=smp; else bk=uml; fi
+	bargs=$(echo "${kevd_mode#bench}" | tr ':' ' ')
+	echo "kevd-bench-harness: modprobe kevd_bench kernel=$bk$bargs"
+	# shellcheck disable=SC2086
+	$MP kevd_bench kernel=$bk $bargs || return 1
+	rmmod kevd_bench
+	unload_all
+}
+
 demo() {
 	echo "kevd-run: modprobe kevd default_policy=single poll_budget=32 notify_check=poll"
 	$MP kevd default_policy=single poll_budget=32 notify_check=poll || return 1
@@ -163,6 +256,11 @@ case ${kevd_mode:-check} in
 check)
 	modparams_suite
 	kunit_suites
+	bench_smoke_suite
+	e2e_suite iterations=400 depth=16 rounds=3
+	;;
+bench|bench:*)
+	if bench_run; then echo "KEVD-HARNESS: bench ok"; else echo "KEVD-HARNESS: bench failed"; fi
 	;;
 run)
 	if demo; then echo "KEVD-HARNESS: run ok"; else echo "KEVD-HARNESS: run failed"; fi

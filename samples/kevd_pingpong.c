@@ -1,0 +1,914 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * kevd_pingpong: a DAPL-style consumer of kevd on real RDMA devices.
+ *
+ * For each device it finds through an ib_client (all, or those named in
+ * the "device" parameter), it creates a PD, a DTO EVD and a connection
+ * EVD, and a connected pair of RC QPs on that device:
+ *   - RoCE (rxe): raw ib_modify_qp() to RTS with the port's GID;
+ *   - iWARP (siw): rdma_cm to the "addr" parameter, an IPv6 address of
+ *     the siw device's netdev (rdma_cm refuses lo and 127/8 elsewhere;
+ *     the test kernels use fe80::2 on a dummy netdev), whose handler posts the
+ *     connection events (ESTABLISHED, DISCONNECTED) into the connection
+ *     EVD with kevd_post_event().
+ * Then, under each delivery mode (DISABLE with dequeue, DISABLE with
+ * kevd_wait, SINGLE_INSTANCE, NOTIFY, MANY), it runs "iterations"
+ * operations cycling through SEND/RECV, RDMA WRITE, RDMA WRITE with
+ * immediate (not on iWARP, which has no immediate data) and RDMA READ, in
+ * batches of depth/2, and checks that every cookie completes exactly once
+ * with success and the right operation, and that payloads arrive intact.
+ *
+ * Finally it tears down in the documented order with work requests in
+ * flight: receives posted, QPs to error (rdma_disconnect for the CM),
+ * every flushed receive arrives as a DTO event with the flushed status,
+ * QPs destroyed, TEARDOWN, free; "rounds" times.
+ *
+ * One line per device and mode, machine-readable:
+ *   kevd-e2e device=rxe0 mode=single ops=... events=... lost=0 dup=0 bad=0
+ *            ev_per_s=... upcalls=... arms=... repolls=...
+ * and per device: kevd-e2e-teardown device=... rounds=... flushed=... ok
+ * The load fails (-EIO) if anything was lost, duplicated or corrupted.
+ *
+ * Locking: the recorder's counters are atomics; the bitmap uses atomic
+ * test_and_set_bit(). A mode's traffic runs from the loading thread; only
+ * upcalls (poller threads) and the CM handler run concurrently with it.
+ */
+#include <linux/bitmap.h>
+#include <linux/completion.h>
+#include <linux/in.h>
+#include <linux/inet.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <rdma/ib_cache.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+#include <kevd/kevd.h>
+
+static char *device = "";
+module_param(device, charp, 0444);
+MODULE_PARM_DESC(device, "Devices to use, comma-separated (default: all)");
+static unsigned int iterations = 2000;
+module_param(iterations, uint, 0444);
+MODULE_PARM_DESC(iterations, "Operations per device and mode (default 2000)");
+static unsigned int msg_size = 256;
+module_param(msg_size, uint, 0444);
+MODULE_PARM_DESC(msg_size, "Message size in bytes, 8..65536 (default 256)");
+static unsigned int depth = 32;
+module_param(depth, uint, 0444);
+MODULE_PARM_DESC(depth, "QP depth, 4..1024 (default 32); batches are depth/2");
+static char *modes = "dequeue,wait,single,notify,many";
+module_param(modes, charp, 0444);
+MODULE_PARM_DESC(modes, "Delivery modes (default dequeue,wait,single,notify,many)");
+static unsigned int rounds = 3;
+module_param(rounds, uint, 0444);
+MODULE_PARM_DESC(rounds, "Setup/teardown rounds per device (default 3)");
+static char *addr = "fe80::2";
+module_param(addr, charp, 0444);
+MODULE_PARM_DESC(addr, "IPv6 address of the iWARP device's netdev, for rdma_cm (default fe80::2; rdma_cm does not run over lo)");
+static unsigned short port = 18515;
+module_param(port, ushort, 0444);
+MODULE_PARM_DESC(port, "TCP port of the rdma_cm loopback connection (iWARP)");
+
+#define PP_MAX_DEVS	8
+#define PP_WAIT		(30 * HZ)
+
+enum pp_kind {
+	PP_SEND = 1, PP_RECV, PP_WRITE, PP_WRITE_IMM, PP_RECV_IMM, PP_READ,
+	PP_FLUSH_RECV,
+};
+
+static const struct {
+	const char *name;
+	int policy;
+	bool wait;
+} pp_modes[] = {
+	{ "dequeue", KEVD_UPCALL_DISABLE, false },
+	{ "wait", KEVD_UPCALL_DISABLE, true },
+	{ "single", KEVD_UPCALL_SINGLE_INSTANCE, false },
+	{ "notify", KEVD_UPCALL_NOTIFY, false },
+	{ "many", KEVD_UPCALL_MANY, false },
+};
+
+struct pp_dev;
+
+struct pp_side {
+	struct pp_dev *d;
+	struct ib_qp *qp;
+	struct rdma_cm_id *cm;
+	u8 *buf;
+	u64 dma;
+};
+
+struct pp_rec {
+	unsigned long *seen;
+	u32 nbits;
+	atomic_t got;
+	atomic_t dup;
+	atomic_t bad;
+	atomic_t flushed;
+	atomic_t target;
+	struct completion reached;
+};
+
+struct pp_dev {
+	struct ib_device *dev;
+	struct ib_pd *pd;
+	bool iwarp;
+	struct kevd *evd;
+	struct kevd *cevd;
+	struct pp_side side[2];
+	struct rdma_cm_id *listen;
+	struct completion cm_done;
+	atomic_t cm_established;
+	atomic_t cm_disconnected;
+	int cm_err;
+	struct pp_rec rec;
+	bool failed;
+};
+
+static struct ib_device *pp_devs[PP_MAX_DEVS];
+static int pp_ndevs;
+static DEFINE_MUTEX(pp_devs_lock);
+
+static int pp_add_one(struct ib_device *dev)
+{
+	if (*device && !strstr(device, dev_name(&dev->dev)))
+		return -EOPNOTSUPP;
+	mutex_lock(&pp_devs_lock);
+	if (pp_ndevs < PP_MAX_DEVS)
+		pp_devs[pp_ndevs++] = dev;
+	mutex_unlock(&pp_devs_lock);
+	return 0;
+}
+
+static void pp_remove_one(struct ib_device *dev, void *data)
+{
+	int i;
+
+	mutex_lock(&pp_devs_lock);
+	for (i = 0; i < pp_ndevs; i++)
+		if (pp_devs[i] == dev)
+			pp_devs[i] = NULL;
+	mutex_unlock(&pp_devs_lock);
+}
+
+static struct ib_client pp_client = {
+	.name = "kevd_pingpong",
+	.add = pp_add_one,
+	.remove = pp_remove_one,
+};
+
+/* --- payloads and cookies ------------------------------------------- */
+
+static u8 *pp_slot(struct pp_side *s, u32 k)
+{
+	return s->buf + (size_t)k * msg_size;
+}
+
+static void pp_fill(u8 *p, u32 idx)
+{
+	u32 i;
+
+	for (i = 0; i < msg_size; i++)
+		p[i] = (u8)(idx * 131 + i);
+}
+
+static bool pp_check(const u8 *p, u32 idx)
+{
+	u32 i;
+
+	for (i = 0; i < msg_size; i++)
+		if (p[i] != (u8)(idx * 131 + i))
+			return false;
+	return true;
+}
+
+static u64 pp_cookie(u32 idx, enum pp_kind kind)
+{
+	return ((u64)idx << 4) | kind;
+}
+
+static u32 pp_expected_op(enum pp_kind kind)
+{
+	switch (kind) {
+	case PP_SEND:
+		return KEVD_DTO_SEND;
+	case PP_RECV:
+		return KEVD_DTO_RECEIVE;
+	case PP_WRITE:
+		return KEVD_DTO_RDMA_WRITE;
+	case PP_WRITE_IMM:
+		return KEVD_DTO_RDMA_WRITE_IMMED;
+	case PP_RECV_IMM:
+		return KEVD_DTO_RECEIVE_IMMED;
+	case PP_READ:
+		return KEVD_DTO_RDMA_READ;
+	default:
+		return KEVD_DTO_UNKNOWN;
+	}
+}
+
+/* Every DTO event goes through here, whichever mode delivered it. */
+static void pp_record(struct pp_dev *d, const struct kevd_event *ev)
+{
+	struct pp_rec *r = &d->rec;
+	const struct kevd_dto_event *dto = &ev->dto;
+	enum pp_kind kind = dto->cookie & 15;
+	u32 idx = dto->cookie >> 4;
+	bool ok;
+
+	if (ev->event_number != KEVD_DTO_COMPLETION_EVENT) {
+		atomic_inc(&r->bad);
+		goto count;
+	}
+	if (kind == PP_FLUSH_RECV) {
+		ok = dto->status == KEVD_DTO_ERR_FLUSHED;
+		if (ok)
+			atomic_inc(&r->flushed);
+	} else {
+		/* Providers may not flag the sender's write-with-imm. */
+		ok = dto->status == KEVD_DTO_SUCCESS &&
+		     (dto->operation == pp_expected_op(kind) ||
+		      (kind == PP_WRITE_IMM &&
+		       dto->operation == KEVD_DTO_RDMA_WRITE)) &&
+		     (dto->ep_context == &d->side[0] ||
+		      dto->ep_context == &d->side[1]);
+		if (kind == PP_RECV)
+			ok = ok && dto->transferred_length == msg_size;
+		if (kind == PP_RECV_IMM)
+			ok = ok && dto->has_imm && dto->imm_data == idx;
+	}
+	if (!ok)
+		atomic_inc(&r->bad);
+	if (idx >= r->nbits || test_and_set_bit(idx, r->seen))
+		atomic_inc(&r->dup);
+count:
+	if (atomic_inc_return(&r->got) == atomic_read(&r->target))
+		complete(&r->reached);
+}
+
+static void pp_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct pp_dev *d = ctx;
+	struct kevd_event e;
+
+	if (ev) {
+		pp_record(d, ev);
+		return;
+	}
+	/* NOTIFY: the doorbell; the consumer dequeues. */
+	while (!kevd_dequeue(d->evd, &e))
+		pp_record(d, &e);
+}
+
+/* Wait until the recorder has seen @target events, in the mode's way. */
+static int pp_collect(struct pp_dev *d, int m, int target)
+{
+	unsigned long end = jiffies + PP_WAIT;
+	struct kevd_event ev;
+	u32 nmore;
+	int rc;
+
+	if (pp_modes[m].policy != KEVD_UPCALL_DISABLE) {
+		if (atomic_read(&d->rec.got) >= target)
+			return 0;
+		return wait_for_completion_timeout(&d->rec.reached, PP_WAIT) ||
+		       atomic_read(&d->rec.got) >= target ? 0 : -ETIMEDOUT;
+	}
+	while (atomic_read(&d->rec.got) < target) {
+		if (time_after(jiffies, end))
+			return -ETIMEDOUT;
+		if (pp_modes[m].wait) {
+			rc = kevd_wait(d->evd, 1000000, 1, &ev, &nmore);
+			if (!rc)
+				pp_record(d, &ev);
+			else if (rc != -ETIMEDOUT)
+				return rc;
+		} else if (!kevd_dequeue(d->evd, &ev)) {
+			pp_record(d, &ev);
+		} else {
+			cond_resched();
+		}
+	}
+	return 0;
+}
+
+static void pp_expect(struct pp_dev *d, int n)
+{
+	reinit_completion(&d->rec.reached);
+	atomic_add(n, &d->rec.target);
+}
+
+/* --- work requests -------------------------------------------------- */
+
+static int pp_post_recv(struct pp_side *s, u32 k, u64 cookie, bool has_sge)
+{
+	struct ib_sge sge = {
+		.addr = s->dma + (u64)k * msg_size,
+		.length = msg_size,
+		.lkey = s->d->pd->local_dma_lkey,
+	};
+	struct ib_recv_wr wr = {
+		.wr_id = cookie,
+		.sg_list = has_sge ? &sge : NULL,
+		.num_sge = has_sge ? 1 : 0,
+	};
+
+	return ib_post_recv(s->qp, &wr, NULL);
+}
+
+static int pp_post_send(struct pp_side *s, struct pp_side *peer, u32 k,
+			u64 cookie, enum ib_wr_opcode op, u32 imm)
+{
+	struct ib_sge sge = {
+		.addr = s->dma + (u64)k * msg_size,
+		.length = msg_size,
+		.lkey = s->d->pd->local_dma_lkey,
+	};
+	struct ib_rdma_wr wr = {
+		.wr = {
+			.wr_id = cookie,
+			.sg_list = &sge,
+			.num_sge = 1,
+			.opcode = op,
+			.send_flags = IB_SEND_SIGNALED,
+		},
+		.remote_addr = peer->dma + (u64)k * msg_size,
+		.rkey = s->d->pd->unsafe_global_rkey,
+	};
+
+	if (op == IB_WR_RDMA_WRITE_WITH_IMM)
+		wr.wr.ex.imm_data = cpu_to_be32(imm);
+	return ib_post_send(s->qp, &wr.wr, NULL);
+}
+
+/* One batch of @n operations of one kind, A to B; returns 0 or -errno. */
+static int pp_batch(struct pp_dev *d, int m, enum pp_kind kind, u32 base,
+		    u32 n)
+{
+	struct pp_side *a = &d->side[0], *b = &d->side[1];
+	int rc = 0, expect = 0;
+	u32 k;
+
+	for (k = 0; k < n; k++) {
+		u32 idx = base + k;
+
+		switch (kind) {
+		case PP_SEND:
+			pp_fill(pp_slot(a, k), idx);
+			memset(pp_slot(b, k), 0, msg_size);
+			rc = pp_post_recv(b, k, pp_cookie(2 * idx + 1, PP_RECV),
+					  true);
+			rc = rc ?: pp_post_send(a, b, k, pp_cookie(2 * idx, PP_SEND),
+						IB_WR_SEND, 0);
+			expect += 2;
+			break;
+		case PP_WRITE:
+			pp_fill(pp_slot(a, k), idx);
+			memset(pp_slot(b, k), 0, msg_size);
+			rc = pp_post_send(a, b, k, pp_cookie(2 * idx, PP_WRITE),
+					  IB_WR_RDMA_WRITE, 0);
+			expect += 1;
+			break;
+		case PP_WRITE_IMM:
+			pp_fill(pp_slot(a, k), idx);
+			memset(pp_slot(b, k), 0, msg_size);
+			rc = pp_post_recv(b, k, pp_cookie(2 * idx + 1,
+							  PP_RECV_IMM), false);
+			rc = rc ?: pp_post_send(a, b, k,
+						pp_cookie(2 * idx, PP_WRITE_IMM),
+						IB_WR_RDMA_WRITE_WITH_IMM,
+						2 * idx + 1);
+			expect += 2;
+			break;
+		case PP_READ:
+			pp_fill(pp_slot(b, k), idx);
+			memset(pp_slot(a, k), 0, msg_size);
+			rc = pp_post_send(a, b, k, pp_cookie(2 * idx, PP_READ),
+					  IB_WR_RDMA_READ, 0);
+			expect += 1;
+			break;
+		default:
+			rc = -EINVAL;
+		}
+		if (rc)
+			break;
+	}
+	pp_expect(d, expect);
+	if (rc) {
+		pr_err("kevd_pingpong: %s: post failed: %d\n",
+		       dev_name(&d->dev->dev), rc);
+		return rc;
+	}
+	rc = pp_collect(d, m, atomic_read(&d->rec.target));
+	if (rc)
+		return rc;
+	for (k = 0; k < n; k++) {
+		u8 *dst = kind == PP_READ ? pp_slot(a, k) : pp_slot(b, k);
+
+		if (!pp_check(dst, base + k))
+			atomic_inc(&d->rec.bad);
+	}
+	return 0;
+}
+
+static int pp_run_mode(struct pp_dev *d, int m)
+{
+	static const enum pp_kind kinds[] = {
+		PP_SEND, PP_WRITE, PP_WRITE_IMM, PP_READ,
+	};
+	struct kevd_upcall up = { pp_upcall, d };
+	u32 batch = max(depth / 2, 1U), done = 0, nkinds = 0, b = 0;
+	struct kevd_param before, after;
+	enum pp_kind ks[4];
+	u64 ns, events;
+	int rc, i, lost;
+
+	for (i = 0; i < ARRAY_SIZE(kinds); i++)
+		if (!(d->iwarp && kinds[i] == PP_WRITE_IMM))
+			ks[nkinds++] = kinds[i];
+
+	memset(&d->rec, 0, sizeof(d->rec));
+	init_completion(&d->rec.reached);
+	d->rec.nbits = 2 * iterations + 2;
+	d->rec.seen = bitmap_zalloc(d->rec.nbits, GFP_KERNEL);
+	if (!d->rec.seen)
+		return -ENOMEM;
+	kevd_query(d->evd, &before);
+	rc = kevd_modify_upcall(d->evd, pp_modes[m].policy,
+				pp_modes[m].policy ? &up : NULL,
+				KEVD_UPCALL_INVOC_ANY);
+	ns = ktime_get_ns();
+	while (!rc && done < iterations) {
+		u32 n = min(batch, iterations - done);
+
+		rc = pp_batch(d, m, ks[b++ % nkinds], done, n);
+		done += n;
+	}
+	ns = ktime_get_ns() - ns;
+	kevd_modify_upcall(d->evd, KEVD_UPCALL_TEARDOWN, NULL, 0);
+	kevd_modify_upcall(d->evd, KEVD_UPCALL_DISABLE, NULL, 0);
+	kevd_query(d->evd, &after);
+
+	events = atomic_read(&d->rec.got);
+	lost = atomic_read(&d->rec.target) - atomic_read(&d->rec.got);
+	pr_info("kevd-e2e device=%s mode=%s ops=%u events=%llu lost=%d dup=%d bad=%d ev_per_s=%llu upcalls=%llu arms=%llu repolls=%llu rc=%d\n",
+		dev_name(&d->dev->dev), pp_modes[m].name, done, events,
+		lost, atomic_read(&d->rec.dup), atomic_read(&d->rec.bad),
+		div64_u64(events * NSEC_PER_SEC, max_t(u64, ns, 1)),
+		after.stats.upcalls - before.stats.upcalls,
+		after.stats.arms - before.stats.arms,
+		after.stats.repolls - before.stats.repolls, rc);
+	if (rc || lost || atomic_read(&d->rec.dup) || atomic_read(&d->rec.bad))
+		d->failed = true;
+	bitmap_free(d->rec.seen);
+	d->rec.seen = NULL;
+	return rc;
+}
+
+/* --- connection: raw RoCE ------------------------------------------- */
+
+static int pp_raw_connect(struct pp_dev *d)
+{
+	struct ib_qp_attr attr;
+	union ib_gid gid;
+	int rc, i;
+
+	rc = rdma_query_gid(d->dev, 1, 0, &gid);
+	if (rc)
+		return rc;
+	for (i = 0; i < 2; i++) {
+		struct ib_qp *qp = d->side[i].qp;
+		struct ib_qp *peer = d->side[!i].qp;
+
+		memset(&attr, 0, sizeof(attr));
+		attr.qp_state = IB_QPS_INIT;
+		attr.port_num = 1;
+		attr.qp_access_flags = IB_ACCESS_LOCAL_WRITE |
+				       IB_ACCESS_REMOTE_WRITE |
+				       IB_ACCESS_REMOTE_READ;
+		rc = ib_modify_qp(qp, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX |
+				  IB_QP_PORT | IB_QP_ACCESS_FLAGS);
+		if (rc)
+			return rc;
+		memset(&attr, 0, sizeof(attr));
+		attr.qp_state = IB_QPS_RTR;
+		attr.path_mtu = IB_MTU_1024;
+		attr.dest_qp_num = peer->qp_num;
+		attr.max_dest_rd_atomic = 1;
+		attr.min_rnr_timer = 12;
+		attr.ah_attr.type = rdma_ah_find_type(d->dev, 1);
+		rdma_ah_set_port_num(&attr.ah_attr, 1);
+		rdma_ah_set_grh(&attr.ah_attr, &gid, 0, 0, 1, 0);
+		/* Kernel users resolve the destination MAC themselves. */
+		rdma_get_ll_mac((struct in6_addr *)gid.raw,
+				attr.ah_attr.roce.dmac);
+		rc = ib_modify_qp(qp, &attr, IB_QP_STATE | IB_QP_AV |
+				  IB_QP_PATH_MTU | IB_QP_DEST_QPN |
+				  IB_QP_RQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC |
+				  IB_QP_MIN_RNR_TIMER);
+		if (rc)
+			return rc;
+	}
+	for (i = 0; i < 2; i++) {
+		memset(&attr, 0, sizeof(attr));
+		attr.qp_state = IB_QPS_RTS;
+		attr.timeout = 14;
+		attr.retry_cnt = 7;
+		attr.rnr_retry = 7;
+		attr.max_rd_atomic = 1;
+		rc = ib_modify_qp(d->side[i].qp, &attr, IB_QP_STATE |
+				  IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
+				  IB_QP_RNR_RETRY | IB_QP_SQ_PSN |
+				  IB_QP_MAX_QP_RD_ATOMIC);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void pp_qp_init_attr(struct pp_dev *d, struct pp_side *s,
+			    struct ib_qp_init_attr *init)
+{
+	memset(init, 0, sizeof(*init));
+	init->send_cq = kevd_cq(d->evd);
+	init->recv_cq = kevd_cq(d->evd);
+	init->qp_context = s;
+	init->cap.max_send_wr = depth;
+	init->cap.max_recv_wr = depth;
+	init->cap.max_send_sge = 1;
+	init->cap.max_recv_sge = 1;
+	init->sq_sig_type = IB_SIGNAL_ALL_WR;
+	init->qp_type = IB_QPT_RC;
+}
+
+/* --- connection: rdma_cm (iWARP) ------------------------------------- */
+
+static void pp_post_conn(struct pp_dev *d, u32 number, struct pp_side *s)
+{
+	struct kevd_event ev = {
+		.event_number = number,
+		.connection = { .ep = s },
+	};
+
+	kevd_post_event(d->cevd, &ev);
+}
+
+static int pp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *event)
+{
+	struct pp_side *s = id->context;
+	struct pp_dev *d = s->d;
+	struct rdma_conn_param param = {
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.retry_count = 7,
+		.rnr_retry_count = 7,
+	};
+	struct ib_qp_init_attr init;
+	int rc = 0;
+
+	switch (event->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		rc = rdma_resolve_route(id, 2000);
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			s = &d->side[1];
+			id->context = s;
+		}
+		if (id->device != d->dev) {
+			rc = -ENODEV;
+			break;
+		}
+		s->cm = id;
+		pp_qp_init_attr(d, s, &init);
+		rc = rdma_create_qp(id, d->pd, &init);
+		if (rc)
+			break;
+		s->qp = id->qp;
+		if (event->event == RDMA_CM_EVENT_ROUTE_RESOLVED)
+			rc = rdma_connect_locked(id, &param);
+		else
+			rc = rdma_accept(id, &param);
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		pp_post_conn(d, KEVD_CONNECTION_EVENT_ESTABLISHED, s);
+		if (atomic_inc_return(&d->cm_established) == 2)
+			complete(&d->cm_done);
+		return 0;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		pp_post_conn(d, KEVD_CONNECTION_EVENT_DISCONNECTED, s);
+		if (atomic_inc_return(&d->cm_disconnected) == 2)
+			complete(&d->cm_done);
+		return 0;
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		return 0;
+	default:
+		rc = -ECONNREFUSED;
+		break;
+	}
+	if (rc) {
+		pr_err("kevd_pingpong: %s: rdma_cm event %d: %d\n",
+		       dev_name(&d->dev->dev), event->event, rc);
+		d->cm_err = rc;
+		complete(&d->cm_done);
+		/* A failed request id is not ours to keep: the CM destroys it. */
+		if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			d->side[1].cm = NULL;
+			d->side[1].qp = NULL;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int pp_cm_fail(struct pp_dev *d, const char *what, int rc)
+{
+	pr_err("kevd_pingpong: %s: %s: %d\n", dev_name(&d->dev->dev), what, rc);
+	return rc;
+}
+
+static int pp_cm_connect(struct pp_dev *d)
+{
+	struct sockaddr_in6 sin = {
+		.sin6_family = AF_INET6,
+		.sin6_port = htons(port),
+	};
+	struct sockaddr_in6 src;
+	struct net_device *ndev;
+	struct rdma_cm_id *id;
+	int rc;
+
+	if (!in6_pton(addr, -1, sin.sin6_addr.s6_addr, -1, NULL))
+		return pp_cm_fail(d, "bad addr parameter", -EINVAL);
+	ndev = ib_device_get_netdev(d->dev, 1);
+	if (!ndev)
+		return pp_cm_fail(d, "no netdev", -ENODEV);
+	sin.sin6_scope_id = ndev->ifindex;
+	dev_put(ndev);
+	init_completion(&d->cm_done);
+	atomic_set(&d->cm_established, 0);
+	atomic_set(&d->cm_disconnected, 0);
+	d->cm_err = 0;
+	id = rdma_create_id(&init_net, pp_cm_handler, &d->side[1],
+			    RDMA_PS_TCP, IB_QPT_RC);
+	if (IS_ERR(id))
+		return PTR_ERR(id);
+	d->listen = id;
+	rc = rdma_bind_addr(id, (struct sockaddr *)&sin);
+	if (rc)
+		return pp_cm_fail(d, "rdma_bind_addr", rc);
+	rc = rdma_listen(id, 1);
+	if (rc)
+		return pp_cm_fail(d, "rdma_listen", rc);
+	id = rdma_create_id(&init_net, pp_cm_handler, &d->side[0],
+			    RDMA_PS_TCP, IB_QPT_RC);
+	if (IS_ERR(id))
+		return PTR_ERR(id);
+	d->side[0].cm = id;
+	src = sin;
+	src.sin6_port = 0;
+	rc = rdma_bind_addr(id, (struct sockaddr *)&src);
+	if (rc)
+		return pp_cm_fail(d, "rdma_bind_addr (client)", rc);
+	rc = rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 2000);
+	if (rc)
+		return pp_cm_fail(d, "rdma_resolve_addr", rc);
+	if (!wait_for_completion_timeout(&d->cm_done, PP_WAIT))
+		return -ETIMEDOUT;
+	return d->cm_err;
+}
+
+/* --- setup and teardown --------------------------------------------- */
+
+static void pp_free_side(struct pp_dev *d, struct pp_side *s)
+{
+	if (s->cm) {
+		if (s->qp)
+			rdma_destroy_qp(s->cm);
+		rdma_destroy_id(s->cm);
+	} else if (s->qp) {
+		ib_destroy_qp(s->qp);
+	}
+	s->cm = NULL;
+	s->qp = NULL;
+	if (s->buf) {
+		ib_dma_unmap_single(d->dev, s->dma, (size_t)depth * msg_size,
+				    DMA_BIDIRECTIONAL);
+		kfree(s->buf);
+		s->buf = NULL;
+	}
+}
+
+static int pp_setup(struct pp_dev *d)
+{
+	struct kevd_attr attr;
+	struct ib_qp_init_attr init;
+	int i, rc;
+
+	d->iwarp = rdma_protocol_iwarp(d->dev, 1);
+	d->pd = ib_alloc_pd(d->dev, IB_PD_UNSAFE_GLOBAL_RKEY);
+	if (IS_ERR(d->pd))
+		return PTR_ERR(d->pd);
+	kevd_attr_init(&attr);
+	attr.flags = KEVD_CONNECTION_FLAG;
+	attr.qlen = 16;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	d->cevd = kevd_create(NULL, &attr);
+	if (IS_ERR(d->cevd))
+		return PTR_ERR(d->cevd);
+	kevd_attr_init(&attr);
+	attr.flags = KEVD_DTO_FLAG;
+	attr.qlen = 2 * depth;
+	attr.cq_depth = 4 * depth;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	d->evd = kevd_create(d->dev, &attr);
+	if (IS_ERR(d->evd))
+		return PTR_ERR(d->evd);
+	for (i = 0; i < 2; i++) {
+		struct pp_side *s = &d->side[i];
+
+		s->d = d;
+		s->buf = kzalloc((size_t)depth * msg_size, GFP_KERNEL);
+		if (!s->buf)
+			return -ENOMEM;
+		s->dma = ib_dma_map_single(d->dev, s->buf,
+					   (size_t)depth * msg_size,
+					   DMA_BIDIRECTIONAL);
+		if (ib_dma_mapping_error(d->dev, s->dma)) {
+			kfree(s->buf);
+			s->buf = NULL;
+			return -EIO;
+		}
+	}
+	if (d->iwarp)
+		return pp_cm_connect(d);
+	for (i = 0; i < 2; i++) {
+		pp_qp_init_attr(d, &d->side[i], &init);
+		d->side[i].qp = ib_create_qp(d->pd, &init);
+		if (IS_ERR(d->side[i].qp)) {
+			rc = PTR_ERR(d->side[i].qp);
+			d->side[i].qp = NULL;
+			return rc;
+		}
+	}
+	return pp_raw_connect(d);
+}
+
+/*
+ * The documented order, with receives in flight: QPs to error, wait for
+ * the flushes, destroy QPs, TEARDOWN, free.
+ */
+static int pp_teardown(struct pp_dev *d, bool check, int *flushed)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	struct kevd_event ev;
+	int i, rc = 0, posted = 0;
+
+	if (check && d->side[1].qp) {
+		memset(&d->rec, 0, sizeof(d->rec));
+		init_completion(&d->rec.reached);
+		d->rec.nbits = depth;
+		d->rec.seen = bitmap_zalloc(depth, GFP_KERNEL);
+		if (!d->rec.seen)
+			return -ENOMEM;
+		for (i = 0; i < depth; i++)
+			if (!pp_post_recv(&d->side[1], i,
+					  pp_cookie(i, PP_FLUSH_RECV), true))
+				posted++;
+		pp_expect(d, posted);
+	}
+	if (d->iwarp && d->side[0].cm && d->side[0].qp) {
+		reinit_completion(&d->cm_done);
+		rdma_disconnect(d->side[0].cm);
+	}
+	for (i = 0; i < 2; i++)
+		if (d->side[i].qp)
+			ib_modify_qp(d->side[i].qp, &attr, IB_QP_STATE);
+	if (check && d->side[1].qp) {
+		rc = pp_collect(d, 0, posted);
+		*flushed = atomic_read(&d->rec.flushed);
+		if (!rc && (*flushed != posted || atomic_read(&d->rec.dup) ||
+			    atomic_read(&d->rec.bad)))
+			rc = -EIO;
+		bitmap_free(d->rec.seen);
+		d->rec.seen = NULL;
+	}
+	if (d->iwarp && check && !rc &&
+	    !wait_for_completion_timeout(&d->cm_done, PP_WAIT))
+		rc = -ETIMEDOUT;
+	/* Anything else that completed (send-side flushes) is discarded. */
+	if (!IS_ERR_OR_NULL(d->evd))
+		while (!kevd_dequeue(d->evd, &ev))
+			;
+	for (i = 0; i < 2; i++)
+		pp_free_side(d, &d->side[i]);
+	if (d->listen) {
+		rdma_destroy_id(d->listen);
+		d->listen = NULL;
+	}
+	if (!IS_ERR_OR_NULL(d->evd)) {
+		kevd_modify_upcall(d->evd, KEVD_UPCALL_TEARDOWN, NULL, 0);
+		if (kevd_free(d->evd))
+			rc = rc ?: -EBUSY;
+	}
+	d->evd = NULL;
+	if (!IS_ERR_OR_NULL(d->cevd)) {
+		/* The CM path: ESTABLISHED x2 came first, then DISCONNECTED. */
+		if (d->iwarp && check) {
+			u32 want[] = { KEVD_CONNECTION_EVENT_ESTABLISHED,
+				       KEVD_CONNECTION_EVENT_ESTABLISHED,
+				       KEVD_CONNECTION_EVENT_DISCONNECTED,
+				       KEVD_CONNECTION_EVENT_DISCONNECTED };
+
+			for (i = 0; i < ARRAY_SIZE(want); i++)
+				if (kevd_dequeue(d->cevd, &ev) ||
+				    ev.event_number != want[i])
+					rc = rc ?: -EPROTO;
+		}
+		kevd_free(d->cevd);
+	}
+	d->cevd = NULL;
+	if (!IS_ERR_OR_NULL(d->pd))
+		ib_dealloc_pd(d->pd);
+	d->pd = NULL;
+	return rc;
+}
+
+static bool pp_mode_wanted(int m)
+{
+	return strstr(modes, pp_modes[m].name);
+}
+
+static int pp_run_device(struct ib_device *dev)
+{
+	struct pp_dev *d;
+	int r, m, rc = 0, flushed = 0, total_flushed = 0;
+
+	d = kzalloc(sizeof(*d), GFP_KERNEL);
+	if (!d)
+		return -ENOMEM;
+	d->dev = dev;
+	for (r = 0; r < rounds && !rc; r++) {
+		rc = pp_setup(d);
+		if (rc) {
+			pr_err("kevd_pingpong: %s: setup failed: %d\n",
+			       dev_name(&dev->dev), rc);
+			pp_teardown(d, false, &flushed);
+			break;
+		}
+		for (m = 0; m < ARRAY_SIZE(pp_modes) && !rc; m++)
+			if (r == 0 && pp_mode_wanted(m))
+				rc = pp_run_mode(d, m);
+		rc = pp_teardown(d, !rc, &flushed) ?: rc;
+		total_flushed += flushed;
+	}
+	if (rc || d->failed) {
+		pr_info("kevd-e2e-teardown device=%s rounds=%d flushed=%d failed rc=%d\n",
+			dev_name(&dev->dev), r, total_flushed, rc);
+		rc = rc ?: -EIO;
+	} else {
+		pr_info("kevd-e2e-teardown device=%s rounds=%d flushed=%d ok\n",
+			dev_name(&dev->dev), r, total_flushed);
+	}
+	kfree(d);
+	return rc;
+}
+
+static int __init kevd_pingpong_init(void)
+{
+	int i, rc, ret = 0;
+
+	if (msg_size < 8 || msg_size > 65536 || depth < 4 || depth > 1024 ||
+	    !iterations) {
+		pr_err("kevd_pingpong: msg_size 8..65536, depth 4..1024, iterations >= 1\n");
+		return -EINVAL;
+	}
+	rc = ib_register_client(&pp_client);
+	if (rc)
+		return rc;
+	if (!pp_ndevs) {
+		pr_err("kevd_pingpong: no RDMA device%s%s\n",
+		       *device ? " named " : "", device);
+		ret = -ENODEV;
+	}
+	for (i = 0; i < pp_ndevs; i++) {
+		if (!pp_devs[i])
+			continue;
+		rc = pp_run_device(pp_devs[i]);
+		ret = ret ?: rc;
+	}
+	ib_unregister_client(&pp_client);
+	return ret;
+}
+
+static void __exit kevd_pingpong_exit(void)
+{
+}
+
+module_init(kevd_pingpong_init);
+module_exit(kevd_pingpong_exit);
+MODULE_DESCRIPTION("kevd sample consumer: RC ping-pong on real RDMA devices");
+MODULE_LICENSE("Dual BSD/GPL");
