@@ -10,6 +10,7 @@
 #include <linux/log2.h>
 #include <linux/module.h>
 #include <linux/slab.h>
+#include <linux/smp.h>
 #include "fake_hca.h"
 
 struct fake_hca {
@@ -29,6 +30,10 @@ struct fake_cq {
 	void *hook_ctx;
 	struct task_struct *firer;
 	struct fake_cq_stats st;
+	int irq_cpu;		/* -1: notify inline (the default) */
+	call_single_data_t csd;	/* the "MSI-X" IPI to irq_cpu */
+	atomic_t irq_pending;	/* the IPI is queued, the handler not begun */
+	atomic_t irq_inflight;	/* IPIs queued and not finished */
 };
 
 static struct fake_cq *to_fcq(struct ib_cq *cq)
@@ -53,7 +58,7 @@ static bool fake_reports(struct fake_hca *hca)
 	       hca->mode == FAKE_HCA_STRICT_REPORT;
 }
 
-static void fake_notify(struct fake_cq *fcq)
+static void fake_notify_now(struct fake_cq *fcq)
 {
 	unsigned long flags;
 
@@ -61,6 +66,40 @@ static void fake_notify(struct fake_cq *fcq)
 	fcq->st.notifications++;
 	spin_unlock_irqrestore(&fcq->lock, flags);
 	fcq->ibcq.comp_handler(&fcq->ibcq, fcq->ibcq.cq_context);
+}
+
+static void fake_irq_fn(void *data)
+{
+	struct fake_cq *fcq = data;
+
+	atomic_set(&fcq->irq_pending, 0);
+	fake_notify_now(fcq);
+	atomic_dec(&fcq->irq_inflight);
+}
+
+/*
+ * A notification of an armed CQ: inline, or, once fake_cq_set_irq_cpu()
+ * chose a CPU, as an interrupt on that CPU (an IPI: hard IRQ context on
+ * SMP, IRQs off on UP), as an HCA's MSI-X vector would. irq_pending keeps
+ * the csd from being queued twice; the handler clears it before it runs,
+ * so a notification that comes while it runs queues the IPI again.
+ */
+static void fake_notify(struct fake_cq *fcq)
+{
+	int cpu = READ_ONCE(fcq->irq_cpu);
+
+	if (cpu < 0) {
+		fake_notify_now(fcq);
+		return;
+	}
+	if (atomic_xchg(&fcq->irq_pending, 1))
+		return;
+	atomic_inc(&fcq->irq_inflight);
+	if (smp_call_function_single_async(cpu, &fcq->csd)) {
+		atomic_set(&fcq->irq_pending, 0);
+		atomic_dec(&fcq->irq_inflight);
+		fake_notify_now(fcq);
+	}
 }
 
 static int fake_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
@@ -76,6 +115,8 @@ static int fake_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 	if (!fcq->q)
 		return -ENOMEM;
 	spin_lock_init(&fcq->lock);
+	fcq->irq_cpu = -1;
+	INIT_CSD(&fcq->csd, fake_irq_fn, fcq);
 	fcq->mask = size - 1;
 	ibcq->cqe = size;
 	return 0;
@@ -88,6 +129,9 @@ static int fake_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	/* As a driver quiesces its interrupt before the CQ goes away. */
 	if (fcq->firer)
 		kthread_stop(fcq->firer);
+	/* As a driver synchronises its vector: no IPI in flight. */
+	while (atomic_read(&fcq->irq_inflight))
+		cpu_relax();
 	kvfree(fcq->q);
 	return 0;
 }
@@ -373,7 +417,7 @@ EXPORT_SYMBOL_GPL(fake_cq_set_arm_hook);
  */
 void fake_cq_fire(struct ib_cq *cq)
 {
-	fake_notify(to_fcq(cq));
+	fake_notify_now(to_fcq(cq));
 }
 EXPORT_SYMBOL_GPL(fake_cq_fire);
 
@@ -416,6 +460,25 @@ u32 fake_cq_count(struct ib_cq *cq)
 EXPORT_SYMBOL_GPL(fake_cq_count);
 
 /**
+ * fake_cq_empty() - a lockless look at the next CQE, as a driver reads the
+ * owner bit of the next CQE in host memory before it takes its CQ lock.
+ * @cq: a fake CQ.
+ *
+ * A poll loop that spins on it does not contend with the producer for the
+ * fake CQ's lock (a real HCA writes CQEs without taking it).
+ *
+ * Context: any.
+ * Return: true if the CQ looked empty.
+ */
+bool fake_cq_empty(struct ib_cq *cq)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+
+	return READ_ONCE(fcq->head) == READ_ONCE(fcq->tail);
+}
+EXPORT_SYMBOL_GPL(fake_cq_empty);
+
+/**
  * fake_cq_armed() - is the CQ armed?
  * @cq: a fake CQ.
  *
@@ -433,6 +496,25 @@ bool fake_cq_armed(struct ib_cq *cq)
 	return armed;
 }
 EXPORT_SYMBOL_GPL(fake_cq_armed);
+
+/**
+ * fake_cq_set_irq_cpu() - deliver the CQ's notifications on a CPU.
+ * @cq: a fake CQ.
+ * @cpu: an online CPU, or -1 to notify inline in the adding context.
+ *
+ * With a CPU, a notification of an armed CQ (fake_cq_add() and its
+ * variants, a lenient arm) runs the completion handler in an IPI on @cpu:
+ * hard IRQ context, as an HCA interrupt routed to that CPU. fake_cq_fire()
+ * stays inline. At most one IPI per CQ is in flight; one that comes while
+ * another is pending is merged into it, as an edge-triggered vector.
+ *
+ * Context: process context, before the CQ is fed.
+ */
+void fake_cq_set_irq_cpu(struct ib_cq *cq, int cpu)
+{
+	WRITE_ONCE(to_fcq(cq)->irq_cpu, cpu);
+}
+EXPORT_SYMBOL_GPL(fake_cq_set_irq_cpu);
 
 /**
  * fake_cq_stats() - the CQ's counters.

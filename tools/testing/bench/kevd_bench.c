@@ -1,0 +1,1239 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * kevd_bench: the same completion stream, from the fake HCA, delivered to
+ * one consumer function by kevd and by what a consumer would otherwise use
+ * (issue 6). It runs when it loads and prints its results.
+ *
+ * Modes (struct bench_mode_desc below):
+ *   kevd-single   kevd, SINGLE_INSTANCE upcall (a poller thread calls it)
+ *   kevd-wait     kevd, DISABLE; a consumer kthread calls kevd_wait() for
+ *                 every event
+ *   kevd-dequeue  kevd, DISABLE; the kthread waits for one event with
+ *                 kevd_wait(), then takes the rest with kevd_dequeue()
+ *   wq, unbound-wq, softirq
+ *                 ib_alloc_cq() with IB_POLL_WORKQUEUE, _UNBOUND_WORKQUEUE,
+ *                 _SOFTIRQ; each completion goes to wr_cqe->done
+ *   kdapl-2006    the completion handler arms, polls one CQE, converts it
+ *                 and calls the consumer, and again, until the CQ is empty
+ *   floor         a kthread polls the CQ in batches of 16 and converts
+ *                 each CQE; no notification, no hand-off
+ *
+ * The producer is a kthread bound to another CPU than the consumer's (when
+ * there is one). Every CQ notifies by an IPI to the consumer CPU (hard IRQ
+ * context, as an MSI-X vector; fake_cq_set_irq_cpu()). The sequence number
+ * of an event is in wc.byte_len (and wr_id where wr_cqe does not take it);
+ * in latency runs the producer stamps ts[seq] just before it adds the CQE
+ * and the consumer computes the delay. The consumer function marks the
+ * sequence number in a bitmap: every event must be seen exactly once.
+ *
+ * CPU time: see bench_cpu_ns() and tools/testing/bench/RESULTS.md.
+ *
+ * Locking: no lock of its own. A run's counters are atomics; the fields
+ * the producer writes before it finishes (produced, target) are published
+ * with the full barriers of atomic_xchg()/atomic_inc_return() and read by
+ * the main thread after the run's completion. Results are written only by
+ * the loading thread.
+ */
+#include <linux/bitmap.h>
+#include <linux/delay.h>
+#include <linux/kernel_stat.h>
+#include <linux/kthread.h>
+#include <linux/module.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/sort.h>
+#include <linux/tick.h>
+#include <linux/vmalloc.h>
+#include <rdma/ib_verbs.h>
+#include <kevd/kevd.h>
+#include "fake_hca.h"
+#include "kevd_internal.h"
+
+#define BENCH_MAX_REPS		15
+#define BENCH_MAX_RATES		6
+#define BENCH_MAX_SCALES	6
+#define BENCH_BATCH		16
+#define BENCH_LAT_MAX_RATE	100000
+
+static char *kernel = "unknown";
+module_param(kernel, charp, 0444);
+MODULE_PARM_DESC(kernel, "label of the kernel in the output (smp, uml)");
+
+static bool smoke;
+module_param(smoke, bool, 0444);
+MODULE_PARM_DESC(smoke, "a short functional run: counts only, no timings");
+
+static uint smoke_events = 4000;
+module_param(smoke_events, uint, 0444);
+MODULE_PARM_DESC(smoke_events, "events per mode in smoke mode");
+
+static uint events = 400000;
+module_param(events, uint, 0444);
+MODULE_PARM_DESC(events, "at most this many events per run");
+
+static uint run_ms = 400;
+module_param(run_ms, uint, 0444);
+MODULE_PARM_DESC(run_ms, "the producer stops after this many ms");
+
+static uint reps = 5;
+module_param(reps, uint, 0444);
+MODULE_PARM_DESC(reps, "repetitions of each run (medians are reported)");
+
+static uint depth = 1024;
+module_param(depth, uint, 0444);
+MODULE_PARM_DESC(depth, "CQ depth and EVD queue length; events in flight");
+
+static uint rates[BENCH_MAX_RATES] = { 10000, 100000, 1000000 };
+static int nr_rates = 3;
+module_param_array(rates, uint, &nr_rates, 0444);
+MODULE_PARM_DESC(rates, "fixed producer rates (events/s); the first gives the latency");
+
+static uint scale[BENCH_MAX_SCALES] = { 1, 16, 256, 4096 };
+static int nr_scale = 4;
+module_param_array(scale, uint, &nr_scale, 0444);
+MODULE_PARM_DESC(scale, "numbers of EVDs sharing the pollers");
+
+static uint scale_qlen = 128;
+module_param(scale_qlen, uint, 0444);
+MODULE_PARM_DESC(scale_qlen, "queue length (and CQ depth) of the scale test's EVDs");
+
+static uint drain_events = 65536;
+module_param(drain_events, uint, 0444);
+MODULE_PARM_DESC(drain_events, "CQEs of the floor's pre-filled drain (its CPU cost)");
+
+enum bench_mode {
+	BM_KEVD_SINGLE,
+	BM_KEVD_WAIT,
+	BM_KEVD_DEQUEUE,
+	BM_WQ,
+	BM_UNBOUND_WQ,
+	BM_SOFTIRQ,
+	BM_KDAPL2006,
+	BM_FLOOR,
+	BM_NR,
+	/* internal: the producer alone, into a CQ nobody reads */
+	BM_PRODUCE = BM_NR,
+	/* internal: kevd-single over many EVDs */
+	BM_SCALE,
+};
+
+static const char * const bench_mode_name[] = {
+	[BM_KEVD_SINGLE] = "kevd-single",
+	[BM_KEVD_WAIT] = "kevd-wait",
+	[BM_KEVD_DEQUEUE] = "kevd-dequeue",
+	[BM_WQ] = "wq",
+	[BM_UNBOUND_WQ] = "unbound-wq",
+	[BM_SOFTIRQ] = "softirq",
+	[BM_KDAPL2006] = "kdapl-2006",
+	[BM_FLOOR] = "floor",
+};
+
+/* One run: a producer, a delivery mode, a consumer function. */
+struct bench_run {
+	enum bench_mode mode;
+	u32 rate;
+	u32 max_events;
+	u64 limit_ns;
+	u32 room;
+	bool per_cq_room;
+	bool ib_cqe;
+	struct ib_cq **cqs;
+	u32 ncqs;
+	struct kevd *evd;
+	struct ib_cqe cqe;
+	u64 *ts;
+	u32 *lat;
+	unsigned long *seen;
+	atomic_t delivered;
+	atomic_t dups;
+	atomic_t bad;
+	atomic_t finished;
+	bool stop;
+	u32 target;
+	u32 produced;
+	u64 prod_rt0;
+	u64 t_start;
+	u64 t_end;
+	struct completion done;
+};
+
+/* The medians of a run's repetitions. */
+struct bench_res {
+	u64 ev_per_s;
+	u64 cpu_ns_x10;		/* CPU ns per event, x10 */
+	u64 notif_x1000;	/* notifications per event, x1000 */
+	u64 arms_x1000;
+	u64 upcalls_x1000;
+	u64 p50_ns;
+	u64 p99_ns;
+	bool has_lat;
+};
+
+struct bench_state {
+	struct fake_hca *hca;
+	struct ib_device *ibdev;
+	int ccpu;		/* consumer CPU: notifications, pollers */
+	int pcpu;		/* producer CPU */
+	bool shared;		/* one CPU: the producer shares it */
+	bool nohz;		/* precise idle time (get_cpu_idle_time_us) */
+	u64 *ts;
+	u32 *lat;
+	unsigned long *seen;
+	u32 cap;		/* size of ts, lat, seen */
+	u64 produce_ns_x10;	/* producer cost per event (shared CPU) */
+	struct bench_res res[BM_NR][1 + BENCH_MAX_RATES];
+	u64 floor_cpu_x10;
+	int failures;
+};
+
+static struct bench_state *bs;
+
+/* ------------------------------------------------------------------ */
+/* CPU time                                                            */
+
+struct bench_snap {
+	u64 wall;
+	u64 idle;	/* nohz: idle ns summed over the online CPUs */
+	u64 busy;	/* tick accounting: non-idle ns summed */
+	u32 ncpu;
+};
+
+static void bench_snap(struct bench_snap *s)
+{
+	static const int busy_fields[] = {
+		CPUTIME_USER, CPUTIME_NICE, CPUTIME_SYSTEM, CPUTIME_SOFTIRQ,
+		CPUTIME_IRQ, CPUTIME_STEAL, CPUTIME_GUEST, CPUTIME_GUEST_NICE,
+	};
+	int cpu, i;
+
+	memset(s, 0, sizeof(*s));
+	s->wall = ktime_get_ns();
+	for_each_online_cpu(cpu) {
+		s->ncpu++;
+		if (bs->nohz) {
+			s->idle += get_cpu_idle_time_us(cpu, NULL) * NSEC_PER_USEC;
+			continue;
+		}
+		for (i = 0; i < ARRAY_SIZE(busy_fields); i++)
+			s->busy += READ_ONCE(kcpustat_cpu(cpu).cpustat[busy_fields[i]]);
+	}
+}
+
+/* CPU busy time (all online CPUs) between two snapshots. */
+static u64 bench_busy_ns(const struct bench_snap *a, const struct bench_snap *b)
+{
+	u64 all, idle;
+
+	if (!bs->nohz)
+		return b->busy - a->busy;
+	all = (b->wall - a->wall) * b->ncpu;
+	idle = b->idle - a->idle;
+	return all > idle ? all - idle : 0;
+}
+
+/*
+ * A short busy wait for the spinning threads (producer, floor). Not
+ * cpu_relax(): under QEMU TCG (the SMP test kernel) every PAUSE makes the
+ * vCPU leave translated code and take QEMU's big lock, and two vCPUs
+ * spinning on it slow each other and the IPIs down by orders of magnitude.
+ */
+static void bench_spin(void)
+{
+	int i;
+
+	for (i = 0; i < 64; i++)
+		barrier();
+}
+
+/* This thread's CPU time so far, as bench_stop_thread() counts it. */
+static u64 bench_self_time(void)
+{
+	if (bs->nohz)
+		return READ_ONCE(current->se.sum_exec_runtime);
+	return READ_ONCE(current->utime) + READ_ONCE(current->stime);
+}
+
+/* ------------------------------------------------------------------ */
+/* The consumer function, the same for every mode                      */
+
+static void bench_finish(struct bench_run *r)
+{
+	if (!atomic_xchg(&r->finished, 1)) {
+		r->t_end = ktime_get_ns();
+		complete(&r->done);
+	}
+}
+
+static void bench_consume(struct bench_run *r, u64 seq)
+{
+	if (unlikely(seq >= r->max_events)) {
+		atomic_inc(&r->bad);
+		return;
+	}
+	if (test_and_set_bit(seq, r->seen))
+		atomic_inc(&r->dups);
+	if (r->lat)
+		r->lat[seq] = min_t(u64, ktime_get_ns() - r->ts[seq], U32_MAX);
+	if ((u32)atomic_inc_return(&r->delivered) == READ_ONCE(r->target))
+		bench_finish(r);
+}
+
+/* (a) kevd */
+static void bench_kevd_upcall(void *ctx, const struct kevd_event *ev,
+			      bool more_events)
+{
+	bench_consume(ctx, ev->dto.cookie);
+}
+
+static int bench_kevd_waiter(void *data)
+{
+	struct bench_run *r = data;
+	struct kevd_event ev;
+	u32 nmore;
+	int ret;
+
+	while (!kthread_should_stop()) {
+		ret = kevd_wait(r->evd, 100000, 1, &ev, &nmore);
+		if (ret == -ECANCELED)
+			break;
+		if (ret)
+			continue;
+		bench_consume(r, ev.dto.cookie);
+		if (r->mode != BM_KEVD_DEQUEUE)
+			continue;
+		while (!kevd_dequeue(r->evd, &ev))
+			bench_consume(r, ev.dto.cookie);
+	}
+	/* kthread_stop() needs us alive until it is called. */
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(1);
+	return 0;
+}
+
+/* (b) ib_core poll contexts */
+static void bench_ib_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	bench_consume(cq->cq_context, wc->byte_len);
+}
+
+/* (c) the 2006 kDAPL style: arm, poll one, call the consumer, repeat */
+static void bench_2006_handler(struct ib_cq *cq, void *ctx)
+{
+	struct kevd_event ev;
+	struct ib_wc wc;
+
+	for (;;) {
+		ib_req_notify_cq(cq, IB_CQ_NEXT_COMP);
+		if (ib_poll_cq(cq, 1, &wc) != 1)
+			break;
+		kevd_wc_to_event(&wc, &ev);
+		bench_consume(ctx, ev.dto.transferred_length);
+	}
+}
+
+static void bench_nop_handler(struct ib_cq *cq, void *ctx)
+{
+}
+
+/* (d) the floor: poll in batches, convert, consume */
+static u32 bench_floor_poll(struct bench_run *r, struct ib_cq *cq,
+			    struct ib_wc *wcs)
+{
+	struct kevd_event ev;
+	int n, i;
+
+	n = ib_poll_cq(cq, BENCH_BATCH, wcs);
+	for (i = 0; i < n; i++) {
+		kevd_wc_to_event(&wcs[i], &ev);
+		bench_consume(r, ev.dto.transferred_length);
+	}
+	return n > 0 ? n : 0;
+}
+
+static int bench_floor_thread(void *data)
+{
+	struct bench_run *r = data;
+	struct ib_wc *wcs;
+
+	wcs = kcalloc(BENCH_BATCH, sizeof(*wcs), GFP_KERNEL);
+	while (wcs && !READ_ONCE(r->stop) && !kthread_should_stop()) {
+		if (!fake_cq_empty(r->cqs[0]) &&
+		    bench_floor_poll(r, r->cqs[0], wcs))
+			continue;
+		if (bs->shared)
+			usleep_range(10, 20);
+		else
+			bench_spin();
+	}
+	kfree(wcs);
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(1);
+	return 0;
+}
+
+/* The floor's CPU cost: drain a pre-filled CQ; task time of the drainer. */
+static int bench_drain_thread(void *data)
+{
+	struct bench_run *r = data;
+	struct ib_wc *wcs;
+
+	r->prod_rt0 = bench_self_time();
+	wcs = kcalloc(BENCH_BATCH, sizeof(*wcs), GFP_KERNEL);
+	while (wcs && bench_floor_poll(r, r->cqs[0], wcs))
+		;
+	kfree(wcs);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The producer                                                        */
+
+static bool bench_pause(struct bench_run *r, u64 now, u64 until)
+{
+	if (kthread_should_stop())
+		return false;
+	if (!bs->shared) {
+		bench_spin();
+		return true;
+	}
+	/* One CPU: let the consumer run. */
+	if (until > now + 20 * NSEC_PER_USEC)
+		usleep_range((until - now) / NSEC_PER_USEC,
+			     (until - now) / NSEC_PER_USEC + 10);
+	else
+		usleep_range(10, 20);
+	return true;
+}
+
+static bool bench_cq_full(struct bench_run *r, struct ib_cq *cq, u32 i,
+			  u32 *seen_delivered)
+{
+	if (r->per_cq_room)
+		return fake_cq_count(cq) >= r->room;
+	if (i - *seen_delivered < r->room)
+		return false;
+	*seen_delivered = atomic_read(&r->delivered);
+	return i - *seen_delivered >= r->room;
+}
+
+static int bench_producer(void *data)
+{
+	struct bench_run *r = data;
+	u64 period = r->rate ? NSEC_PER_SEC / r->rate : 0;
+	struct ib_wc wc = {
+		.status = IB_WC_SUCCESS,
+		.opcode = IB_WC_RECV,
+	};
+	u32 i = 0, k = 0, seen_delivered = 0;
+	u64 start, now = 0;
+	bool go = true;
+
+	r->prod_rt0 = bench_self_time();
+	start = ktime_get_ns();
+	r->t_start = start;
+	while (go && i < r->max_events) {
+		struct ib_cq *cq = r->cqs[k];
+
+		if (r->rate || !(i & 63)) {
+			now = ktime_get_ns();
+			if (now - start >= r->limit_ns)
+				break;
+		}
+		if (r->rate && now < start + i * period) {
+			go = bench_pause(r, now, start + i * period);
+			continue;
+		}
+		if (bench_cq_full(r, cq, i, &seen_delivered)) {
+			go = bench_pause(r, now, now);
+			continue;
+		}
+		if (r->ib_cqe)
+			wc.wr_cqe = &r->cqe;
+		else
+			wc.wr_id = i;
+		wc.byte_len = i;
+		if (r->lat)
+			r->ts[i] = ktime_get_ns();
+		if (fake_cq_add(cq, &wc)) {
+			atomic_inc(&r->bad);
+			break;
+		}
+		i++;
+		if (++k == r->ncqs)
+			k = 0;
+	}
+	r->produced = i;
+	/* Pairs with the full barrier of atomic_inc_return() in consume. */
+	smp_store_mb(r->target, i);
+	if ((u32)atomic_read(&r->delivered) == i || r->mode == BM_PRODUCE)
+		bench_finish(r);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* A run                                                               */
+
+static struct task_struct *bench_thread(int (*fn)(void *), void *data,
+					int cpu, const char *name)
+{
+	struct task_struct *t;
+
+	t = kthread_create(fn, data, "%s", name);
+	if (IS_ERR(t))
+		return t;
+	kthread_bind(t, cpu);
+	get_task_struct(t);
+	return t;
+}
+
+/*
+ * Stop a thread and return its CPU time: exact (sum_exec_runtime) when
+ * the busy time is exact (nohz idle accounting), else its tick-sampled
+ * utime + stime, so that it is sampled by the same ticks as kcpustat.
+ */
+static u64 bench_stop_thread(struct task_struct *t)
+{
+	u64 rt;
+
+	kthread_stop(t);
+	if (bs->nohz)
+		rt = READ_ONCE(t->se.sum_exec_runtime);
+	else
+		rt = READ_ONCE(t->utime) + READ_ONCE(t->stime);
+	put_task_struct(t);
+	return rt;
+}
+
+static struct kevd *bench_kevd(struct bench_run *r, int policy, u32 qlen,
+			       int cpu)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	attr.qlen = qlen;
+	attr.cq_depth = qlen;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = policy;
+	attr.upcall.func = bench_kevd_upcall;
+	attr.upcall.ctx = r;
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.cpu = cpu;
+	evd = kevd_create(bs->ibdev, &attr);
+	if (!IS_ERR(evd))
+		fake_cq_set_irq_cpu(kevd_cq(evd), bs->ccpu);
+	return evd;
+}
+
+/* Make the CQ (or EVD) of a single-CQ mode and its consumer thread. */
+static int bench_setup(struct bench_run *r, struct ib_cq **cqp,
+		       struct task_struct **consumer)
+{
+	struct ib_cq_init_attr attr = { .cqe = depth };
+	enum ib_poll_context ctx = IB_POLL_WORKQUEUE;
+	struct ib_cq *cq = NULL;
+
+	*consumer = NULL;
+	switch (r->mode) {
+	case BM_KEVD_SINGLE:
+	case BM_KEVD_WAIT:
+	case BM_KEVD_DEQUEUE:
+		r->evd = bench_kevd(r, r->mode == BM_KEVD_SINGLE ?
+				    KEVD_UPCALL_SINGLE_INSTANCE :
+				    KEVD_UPCALL_DISABLE, depth, bs->ccpu);
+		if (IS_ERR(r->evd))
+			return PTR_ERR(r->evd);
+		*cqp = kevd_cq(r->evd);
+		if (r->mode != BM_KEVD_SINGLE)
+			*consumer = bench_thread(bench_kevd_waiter, r, bs->ccpu,
+						 "kevd_bench_wait");
+		break;
+	case BM_SOFTIRQ:
+		ctx = IB_POLL_SOFTIRQ;
+		fallthrough;
+	case BM_UNBOUND_WQ:
+		if (r->mode == BM_UNBOUND_WQ)
+			ctx = IB_POLL_UNBOUND_WORKQUEUE;
+		fallthrough;
+	case BM_WQ:
+		cq = ib_alloc_cq(bs->ibdev, r, depth, 0, ctx);
+		r->ib_cqe = true;
+		r->cqe.done = bench_ib_done;
+		break;
+	case BM_KDAPL2006:
+		cq = ib_create_cq(bs->ibdev, bench_2006_handler, NULL, r, &attr);
+		if (!IS_ERR(cq))
+			ib_req_notify_cq(cq, IB_CQ_NEXT_COMP);
+		break;
+	case BM_FLOOR:
+	case BM_PRODUCE:
+	default:
+		if (r->mode == BM_PRODUCE)
+			attr.cqe = r->max_events;
+		cq = ib_create_cq(bs->ibdev, bench_nop_handler, NULL, r, &attr);
+		if (!IS_ERR(cq) && r->mode == BM_FLOOR)
+			*consumer = bench_thread(bench_floor_thread, r, bs->ccpu,
+						 "kevd_bench_floor");
+		break;
+	}
+	if (cq) {
+		if (IS_ERR(cq))
+			return PTR_ERR(cq);
+		fake_cq_set_irq_cpu(cq, bs->ccpu);
+		*cqp = cq;
+	}
+	if (IS_ERR(*consumer)) {
+		int ret = PTR_ERR(*consumer);
+
+		*consumer = NULL;
+		return ret;
+	}
+	return 0;
+}
+
+static void bench_teardown(struct bench_run *r, struct ib_cq *cq)
+{
+	int ret;
+
+	if (r->evd) {
+		ret = kevd_free(r->evd);
+		if (ret)
+			pr_err("kevd-bench: kevd_free: %d\n", ret);
+		r->evd = NULL;
+	} else if (cq && (r->mode == BM_WQ || r->mode == BM_UNBOUND_WQ ||
+			  r->mode == BM_SOFTIRQ)) {
+		ib_free_cq(cq);
+	} else if (cq) {
+		ib_destroy_cq(cq);
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	u32 x = *(const u32 *)a, y = *(const u32 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void bench_run_init(struct bench_run *r, enum bench_mode mode,
+			   u32 rate, u32 max_events, u32 ms)
+{
+	memset(r, 0, sizeof(*r));
+	r->mode = mode;
+	r->rate = rate;
+	r->max_events = min(max_events, bs->cap);
+	r->limit_ns = (u64)ms * NSEC_PER_MSEC;
+	r->room = mode == BM_PRODUCE ? U32_MAX : depth;
+	r->seen = bs->seen;
+	r->ts = bs->ts;
+	if (rate && rate <= BENCH_LAT_MAX_RATE)
+		r->lat = bs->lat;
+	r->target = U32_MAX;
+	init_completion(&r->done);
+	bitmap_zero(r->seen, r->max_events);
+}
+
+/* One sample: the raw numbers of one run. */
+struct bench_sample {
+	u64 ev_per_s;
+	u64 cpu_ns_x10;
+	u64 notif_x1000;
+	u64 arms_x1000;
+	u64 upcalls_x1000;
+	u64 p50_ns;
+	u64 p99_ns;
+	u64 prod_ns_x10;	/* producer task time per event */
+	u32 produced;
+	u32 delivered;
+	bool ok;
+};
+
+/*
+ * Run the producer against r->cqs[0 .. ncqs) and wait for delivery.
+ * The consumer thread, if any, is started first.
+ */
+static int bench_go(struct bench_run *r, struct task_struct *consumer,
+		    struct bench_sample *s)
+{
+	struct bench_snap a, b;
+	struct task_struct *prod;
+	u64 prod_rt, busy, wall;
+	unsigned long tmo;
+	int ret = 0;
+
+	prod = bench_thread(bench_producer, r, bs->pcpu, "kevd_bench_prod");
+	if (IS_ERR(prod))
+		return PTR_ERR(prod);
+	bench_snap(&a);
+	if (consumer)
+		wake_up_process(consumer);
+	wake_up_process(prod);
+	tmo = msecs_to_jiffies(r->limit_ns / NSEC_PER_MSEC + 60000);
+	if (!wait_for_completion_timeout(&r->done, tmo)) {
+		pr_err("kevd-bench: %s: timeout: produced %u delivered %u\n",
+		       r->mode < BM_NR ? bench_mode_name[r->mode] : "scale",
+		       READ_ONCE(r->produced), atomic_read(&r->delivered));
+		ret = -ETIMEDOUT;
+	}
+	prod_rt = bench_stop_thread(prod) - r->prod_rt0;
+	bench_snap(&b);
+	WRITE_ONCE(r->stop, true);
+
+	memset(s, 0, sizeof(*s));
+	s->produced = r->produced;
+	s->delivered = atomic_read(&r->delivered);
+	if (ret)
+		return ret;
+	wall = max_t(u64, r->t_end - r->t_start, 1);
+	s->ev_per_s = div64_u64((u64)s->produced * NSEC_PER_SEC, wall);
+	busy = bench_busy_ns(&a, &b);
+	if (s->produced)
+		s->prod_ns_x10 = div64_u64(prod_rt * 10, s->produced);
+	if (bs->shared)
+		prod_rt = div64_u64(bs->produce_ns_x10 * s->produced, 10);
+	busy = busy > prod_rt ? busy - prod_rt : 0;
+	if (s->produced)
+		s->cpu_ns_x10 = div64_u64(busy * 10, s->produced);
+	return 0;
+}
+
+static void bench_latency(struct bench_run *r, struct bench_sample *s)
+{
+	u32 n = s->produced;
+
+	if (!r->lat || !n)
+		return;
+	sort(r->lat, n, sizeof(u32), cmp_u32, NULL);
+	s->p50_ns = r->lat[n / 2];
+	s->p99_ns = r->lat[min(n - 1, (u32)div_u64((u64)n * 99, 100))];
+}
+
+static bool bench_check(struct bench_run *r, struct bench_sample *s)
+{
+	s->ok = s->produced && s->delivered == s->produced &&
+		!atomic_read(&r->dups) && !atomic_read(&r->bad) &&
+		bitmap_full(r->seen, s->produced);
+	return s->ok;
+}
+
+static void bench_counters(struct bench_run *r, struct bench_sample *s)
+{
+	u64 notif = 0, arms = 0, upcalls = 0;
+	struct fake_cq_stats st;
+	struct kevd_param p;
+	u32 i;
+
+	for (i = 0; i < r->ncqs; i++) {
+		fake_cq_stats(r->cqs[i], &st);
+		notif += st.notifications;
+		arms += st.arms;
+	}
+	switch (r->mode) {
+	case BM_KEVD_SINGLE:
+	case BM_KEVD_WAIT:
+	case BM_KEVD_DEQUEUE:
+		if (!r->evd || kevd_query(r->evd, &p))
+			break;
+		upcalls = p.stats.upcalls;
+		if (r->rate || smoke)
+			break;
+		/* Evidence for RESULTS.md: kevd's own counters. */
+		pr_info("kevd-bench-diag mode=%s delivered=%u notifications=%llu empty_notifications=%llu arms=%llu repolls=%llu backpressure_stalls=%llu max_batch=%llu upcalls=%llu\n",
+			bench_mode_name[r->mode], s->delivered,
+			p.stats.notifications, p.stats.empty_notifications,
+			p.stats.arms, p.stats.repolls,
+			p.stats.backpressure_stalls, p.stats.max_batch,
+			p.stats.upcalls);
+		break;
+	case BM_WQ:
+	case BM_UNBOUND_WQ:
+	case BM_SOFTIRQ:
+	case BM_KDAPL2006:
+		upcalls = s->delivered;	/* one consumer call per event */
+		break;
+	default:
+		break;
+	}
+	if (!s->produced)
+		return;
+	s->notif_x1000 = div64_u64(notif * 1000, s->produced);
+	s->arms_x1000 = div64_u64(arms * 1000, s->produced);
+	s->upcalls_x1000 = div64_u64(upcalls * 1000, s->produced);
+}
+
+/* One run of a single-CQ mode. */
+static int bench_one(enum bench_mode mode, u32 rate, u32 max_events, u32 ms,
+		     struct bench_sample *s)
+{
+	struct task_struct *consumer = NULL;
+	struct ib_cq *cq = NULL;
+	struct bench_run *r;
+	int ret;
+
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	bench_run_init(r, mode, rate, max_events, ms);
+	ret = bench_setup(r, &cq, &consumer);
+	if (ret)
+		goto out;
+	r->cqs = &cq;
+	r->ncqs = 1;
+	ret = bench_go(r, consumer, s);
+	if (consumer) {
+		if (r->evd)
+			kevd_set_unwaitable(r->evd, true);
+		bench_stop_thread(consumer);
+	}
+	if (!ret) {
+		bench_counters(r, s);
+		bench_latency(r, s);
+		if (mode != BM_PRODUCE && !bench_check(r, s))
+			ret = -EIO;
+	}
+out:
+	bench_teardown(r, cq);
+	kfree(r);
+	return ret;
+}
+
+/* The floor's CPU per event: drain a pre-filled CQ on the consumer CPU. */
+static int bench_drain(u32 n, u64 *cpu_ns_x10)
+{
+	struct ib_cq_init_attr attr = { .cqe = n };
+	struct ib_wc wc = { .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV };
+	struct task_struct *t;
+	struct bench_run *r;
+	struct ib_cq *cq;
+	u64 rt;
+	int ret = 0;
+	u32 i;
+
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	bench_run_init(r, BM_FLOOR, 0, n, 0);
+	n = r->max_events;
+	cq = ib_create_cq(bs->ibdev, bench_nop_handler, NULL, r, &attr);
+	if (IS_ERR(cq)) {
+		ret = PTR_ERR(cq);
+		goto out;
+	}
+	r->cqs = &cq;
+	r->ncqs = 1;
+	for (i = 0; i < n && !ret; i++) {
+		wc.wr_id = i;
+		wc.byte_len = i;
+		ret = fake_cq_add(cq, &wc);
+	}
+	WRITE_ONCE(r->target, n);
+	t = ret ? ERR_PTR(ret) : bench_thread(bench_drain_thread, r, bs->ccpu,
+					      "kevd_bench_drain");
+	if (IS_ERR(t)) {
+		ret = PTR_ERR(t);
+		goto out_cq;
+	}
+	wake_up_process(t);
+	if (!wait_for_completion_timeout(&r->done, 60 * HZ))
+		ret = -ETIMEDOUT;
+	rt = bench_stop_thread(t) - r->prod_rt0;
+	if (!ret && atomic_read(&r->delivered) != n)
+		ret = -EIO;
+	*cpu_ns_x10 = div64_u64(rt * 10, n);
+out_cq:
+	ib_destroy_cq(cq);
+out:
+	kfree(r);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Scale: n EVDs on the default pollers, round-robin producer          */
+
+struct bench_scale {
+	u32 nevds;
+	u64 ev_per_s;
+	u64 notif_x1000;
+	size_t mem_bytes;
+	size_t ring_bytes;
+	u32 qlen;
+	bool ok;
+};
+
+static int bench_scale_one(u32 n, u32 nreps, u32 max_events, u32 ms,
+			   struct bench_scale *out)
+{
+	u64 eps[BENCH_MAX_REPS], notif[BENCH_MAX_REPS];
+	struct kevd **evds;
+	struct ib_cq **cqs;
+	struct bench_run *r;
+	struct kevd_param p;
+	u32 i, made = 0, rep;
+	int ret = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->nevds = n;
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	evds = kvcalloc(n, sizeof(*evds), GFP_KERNEL);
+	cqs = kvcalloc(n, sizeof(*cqs), GFP_KERNEL);
+	if (!r || !evds || !cqs) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (made = 0; made < n; made++) {
+		evds[made] = bench_kevd(r, KEVD_UPCALL_SINGLE_INSTANCE,
+					scale_qlen, KEVD_ANY);
+		if (IS_ERR(evds[made])) {
+			ret = PTR_ERR(evds[made]);
+			goto out;
+		}
+		cqs[made] = kevd_cq(evds[made]);
+		if (!made) {
+			ret = kevd_query(evds[0], &p);
+			if (ret)
+				goto out;
+			out->qlen = p.qlen;
+		}
+	}
+	/* Settle: what each EVD holds once created. */
+	ret = kevd_query(evds[n - 1], &p);
+	if (ret)
+		goto out;
+	out->mem_bytes = p.mem_bytes;
+	out->ring_bytes = (size_t)p.qlen * sizeof(struct kevd_event);
+	out->ok = true;
+	for (rep = 0; rep < nreps; rep++) {
+		struct bench_sample s;
+		u64 n0 = 0, n1 = 0;
+		struct fake_cq_stats st;
+
+		for (i = 0; i < n; i++) {
+			fake_cq_stats(cqs[i], &st);
+			n0 += st.notifications;
+		}
+		bench_run_init(r, BM_SCALE, 0, max_events, ms);
+		r->cqs = cqs;
+		r->ncqs = n;
+		r->per_cq_room = true;
+		r->room = max(p.qlen, 2u) - 1;
+		ret = bench_go(r, NULL, &s);
+		if (!ret && !bench_check(r, &s))
+			ret = -EIO;
+		if (ret) {
+			out->ok = false;
+			goto out;
+		}
+		for (i = 0; i < n; i++) {
+			fake_cq_stats(cqs[i], &st);
+			n1 += st.notifications;
+		}
+		eps[rep] = s.ev_per_s;
+		notif[rep] = div64_u64((n1 - n0) * 1000, max(s.produced, 1u));
+	}
+	sort(eps, nreps, sizeof(u64), cmp_u64, NULL);
+	sort(notif, nreps, sizeof(u64), cmp_u64, NULL);
+	out->ev_per_s = eps[nreps / 2];
+	out->notif_x1000 = notif[nreps / 2];
+out:
+	while (evds && made--) {
+		int err = kevd_free(evds[made]);
+
+		if (err)
+			pr_err("kevd-bench: kevd_free: %d\n", err);
+	}
+	kvfree(cqs);
+	kvfree(evds);
+	kfree(r);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Output                                                              */
+
+/* "x.yyy" for a value scaled by 10^digits. */
+static char *bench_fix(char *buf, size_t len, u64 v, unsigned int digits)
+{
+	u64 div = digits == 1 ? 10 : digits == 2 ? 100 : 1000;
+
+	snprintf(buf, len, "%llu.%0*llu", div64_u64(v, div), digits,
+		 v - div64_u64(v, div) * div);
+	return buf;
+}
+
+/* a / b as "x.yy"; "na" if b is 0. */
+static char *bench_ratio(char *buf, size_t len, u64 a, u64 b)
+{
+	if (!b) {
+		strscpy(buf, "na", len);
+		return buf;
+	}
+	return bench_fix(buf, len, div64_u64(a * 100 + b / 2, b), 2);
+}
+
+static const char *bench_rate_name(char *buf, size_t len, u32 rate)
+{
+	if (!rate)
+		strscpy(buf, "sat", len);
+	else
+		snprintf(buf, len, "%u", rate);
+	return buf;
+}
+
+static void bench_print_mode(int m, int ri, u32 rate)
+{
+	const struct bench_res *x = &bs->res[m][ri];
+	const struct bench_res *lat = &bs->res[m][nr_rates ? 1 : 0];
+	u64 wq = bs->res[BM_WQ][ri].ev_per_s;
+	u64 floor = bs->floor_cpu_x10;
+	char c[24], n[24], a[24], u[24], p5[24], p9[24], vw[24], vf[24];
+	char rn[16];
+
+	bench_fix(c, sizeof(c), x->cpu_ns_x10, 1);
+	bench_fix(n, sizeof(n), x->notif_x1000, 3);
+	bench_fix(a, sizeof(a), x->arms_x1000, 3);
+	bench_fix(u, sizeof(u), x->upcalls_x1000, 3);
+	bench_ratio(vw, sizeof(vw), x->ev_per_s, wq);
+	bench_ratio(vf, sizeof(vf), x->cpu_ns_x10, floor);
+	if (ri)
+		lat = x;
+	if (lat->has_lat) {
+		bench_fix(p5, sizeof(p5), div_u64(lat->p50_ns, 100), 1);
+		bench_fix(p9, sizeof(p9), div_u64(lat->p99_ns, 100), 1);
+	} else {
+		strscpy(p5, "na", sizeof(p5));
+		strscpy(p9, "na", sizeof(p9));
+	}
+	bench_rate_name(rn, sizeof(rn), rate);
+	if (!ri)
+		pr_info("kevd-bench mode=%s kernel=%s ev_per_s=%llu cpu_ns_per_ev=%s notif_per_ev=%s arms_per_ev=%s p50_us=%s p99_us=%s vs_wq=%s vs_floor=%s upcalls_per_ev=%s reps=%u\n",
+			bench_mode_name[m], kernel, x->ev_per_s, c, n, a, p5,
+			p9, vw, vf, u, reps);
+	pr_info("kevd-bench-table %-12s %8s %9llu %9s %7s %7s %7s %8s %8s %6s %6s\n",
+		bench_mode_name[m], rn, x->ev_per_s, c, n, a, u, p5, p9, vw,
+		vf);
+	pr_info("kevd-bench-csv,%s,%s,%s,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%u\n",
+		kernel, bench_mode_name[m], rn, x->ev_per_s, c, n, a, u, p5,
+		p9, vw, vf, reps);
+}
+
+/* ------------------------------------------------------------------ */
+/* Driver                                                              */
+
+/* The median of one u64 field over the samples. */
+static u64 bench_med(const struct bench_sample *s, u32 n, size_t off)
+{
+	u64 v[BENCH_MAX_REPS];
+	u32 i;
+
+	for (i = 0; i < n; i++)
+		v[i] = *(const u64 *)((const char *)&s[i] + off);
+	sort(v, n, sizeof(u64), cmp_u64, NULL);
+	return v[n / 2];
+}
+
+static void bench_median(struct bench_sample *s, u32 n, struct bench_res *x)
+{
+	x->ev_per_s = bench_med(s, n, offsetof(struct bench_sample, ev_per_s));
+	x->cpu_ns_x10 = bench_med(s, n, offsetof(struct bench_sample, cpu_ns_x10));
+	x->notif_x1000 = bench_med(s, n, offsetof(struct bench_sample, notif_x1000));
+	x->arms_x1000 = bench_med(s, n, offsetof(struct bench_sample, arms_x1000));
+	x->upcalls_x1000 = bench_med(s, n, offsetof(struct bench_sample, upcalls_x1000));
+	x->p50_ns = bench_med(s, n, offsetof(struct bench_sample, p50_ns));
+	x->p99_ns = bench_med(s, n, offsetof(struct bench_sample, p99_ns));
+}
+
+static int bench_smoke(void)
+{
+	struct bench_scale sc;
+	struct bench_sample s;
+	u64 cpu;
+	int m, ret, fails = 0;
+
+	for (m = 0; m < BM_NR; m++) {
+		memset(&s, 0, sizeof(s));
+		ret = bench_one(m, 0, smoke_events, 60000, &s);
+		if (!ret && s.produced != smoke_events)
+			ret = -EIO;
+		pr_info("kevd-bench-smoke mode=%s events=%u delivered=%u %s\n",
+			bench_mode_name[m], s.produced, s.delivered,
+			ret ? "FAIL" : "ok");
+		if (ret) {
+			pr_err("kevd-bench: smoke %s: error %d\n",
+			       bench_mode_name[m], ret);
+			fails++;
+		}
+	}
+	ret = bench_scale_one(16, 1, smoke_events, 60000, &sc);
+	pr_info("kevd-bench-smoke mode=scale-16 events=%u delivered=%u %s\n",
+		smoke_events, ret ? 0 : smoke_events, ret ? "FAIL" : "ok");
+	fails += !!ret;
+	ret = bench_drain(smoke_events, &cpu);
+	pr_info("kevd-bench-smoke mode=floor-drain events=%u delivered=%u %s\n",
+		smoke_events, ret ? 0 : smoke_events, ret ? "FAIL" : "ok");
+	fails += !!ret;
+	return fails ? -EIO : 0;
+}
+
+static int bench_all(void)
+{
+	struct bench_sample *s;
+	struct bench_scale sc[BENCH_MAX_SCALES];
+	u64 v[BENCH_MAX_REPS];
+	char buf[3][24];
+	int m, ri, rep, ret, i;
+	u32 rate;
+
+	s = kcalloc(BENCH_MAX_REPS, sizeof(*s), GFP_KERNEL);
+	if (!s)
+		return -ENOMEM;
+
+	pr_info("kevd-bench: kernel=%s cpus=%u consumer_cpu=%d producer_cpu=%d cpu_time=%s events<=%u run_ms=%u reps=%u depth=%u\n",
+		kernel, num_online_cpus(), bs->ccpu, bs->pcpu,
+		bs->nohz ? "nohz-idle" : "tick-kcpustat", events, run_ms, reps,
+		depth);
+
+	/* Calibration: the producer alone (subtracted on a shared CPU). */
+	for (rep = 0; rep < reps; rep++) {
+		ret = bench_one(BM_PRODUCE, 0, min(events, 65536u), run_ms,
+				&s[rep]);
+		if (ret)
+			goto fail;
+		v[rep] = bs->shared ? s[rep].cpu_ns_x10 : s[rep].prod_ns_x10;
+	}
+	sort(v, reps, sizeof(u64), cmp_u64, NULL);
+	bs->produce_ns_x10 = v[reps / 2];
+	pr_info("kevd-bench-calib kernel=%s producer_cpu_ns_per_ev=%s subtracted=%s\n",
+		kernel, bench_fix(buf[0], sizeof(buf[0]), bs->produce_ns_x10, 1),
+		bs->shared ? "calibrated" : "task-time");
+
+	/* The floor's CPU cost. */
+	for (rep = 0; rep < reps; rep++) {
+		ret = bench_drain(drain_events, &v[rep]);
+		if (ret)
+			goto fail;
+	}
+	sort(v, reps, sizeof(u64), cmp_u64, NULL);
+	bs->floor_cpu_x10 = v[reps / 2];
+	pr_info("kevd-bench-floor-drain kernel=%s events=%u cpu_ns_per_ev=%s\n",
+		kernel, drain_events,
+		bench_fix(buf[0], sizeof(buf[0]), bs->floor_cpu_x10, 1));
+
+	for (m = 0; m < BM_NR; m++) {
+		for (ri = 0; ri <= nr_rates; ri++) {
+			rate = ri ? rates[ri - 1] : 0;
+			for (rep = 0; rep < reps; rep++) {
+				ret = bench_one(m, rate, events, run_ms, &s[rep]);
+				if (ret) {
+					pr_err("kevd-bench: %s rate %u: error %d\n",
+					       bench_mode_name[m], rate, ret);
+					goto fail;
+				}
+			}
+			bench_median(s, reps, &bs->res[m][ri]);
+			bs->res[m][ri].has_lat = rate && rate <= BENCH_LAT_MAX_RATE;
+			pr_info("kevd-bench-progress mode=%s rate=%u ev_per_s=%llu\n",
+				bench_mode_name[m], rate, bs->res[m][ri].ev_per_s);
+		}
+	}
+	/* The floor's saturated CPU cost is the drain's (see RESULTS.md). */
+	bs->res[BM_FLOOR][0].cpu_ns_x10 = bs->floor_cpu_x10;
+
+	pr_info("kevd-bench-table %-12s %8s %9s %9s %7s %7s %7s %8s %8s %6s %6s\n",
+		"mode", "rate", "ev/s", "cpu_ns/ev", "notif", "arms",
+		"upcalls", "p50_us", "p99_us", "vs_wq", "vs_fl");
+	pr_info("kevd-bench-csv,kernel,mode,rate,ev_per_s,cpu_ns_per_ev,notif_per_ev,arms_per_ev,upcalls_per_ev,p50_us,p99_us,vs_wq,vs_floor,reps\n");
+	for (m = 0; m < BM_NR; m++)
+		for (ri = 0; ri <= nr_rates; ri++)
+			bench_print_mode(m, ri, ri ? rates[ri - 1] : 0);
+
+	for (i = 0; i < nr_scale; i++) {
+		ret = bench_scale_one(scale[i], reps, events, run_ms, &sc[i]);
+		if (ret) {
+			pr_err("kevd-bench: scale %u: error %d\n", scale[i], ret);
+			goto fail;
+		}
+	}
+	for (i = 0; i < nr_scale; i++) {
+		bench_ratio(buf[0], sizeof(buf[0]), sc[i].ev_per_s, sc[0].ev_per_s);
+		bench_fix(buf[1], sizeof(buf[1]), sc[i].notif_x1000, 3);
+		pr_info("kevd-bench-scale kernel=%s evds=%u ev_per_s=%llu vs_first=%s notif_per_ev=%s qlen=%u mem_per_evd=%zu ring_bytes=%zu overhead=%zd\n",
+			kernel, sc[i].nevds, sc[i].ev_per_s, buf[0], buf[1],
+			sc[i].qlen, sc[i].mem_bytes, sc[i].ring_bytes,
+			(ssize_t)sc[i].mem_bytes - (ssize_t)sc[i].ring_bytes);
+		pr_info("kevd-bench-csv,%s,scale,%u,%llu,%s,%s,%u,%zu,%zu\n",
+			kernel, sc[i].nevds, sc[i].ev_per_s, buf[0], buf[1],
+			sc[i].qlen, sc[i].mem_bytes, sc[i].ring_bytes);
+	}
+	kfree(s);
+	pr_info("kevd-bench: done\n");
+	return 0;
+fail:
+	kfree(s);
+	return ret ?: -EIO;
+}
+
+static int __init kevd_bench_init(void)
+{
+	int cpu, ret;
+
+	if (!reps || reps > BENCH_MAX_REPS || !depth || !events ||
+	    !scale_qlen || nr_scale < 1 || !drain_events) {
+		pr_err("kevd-bench: bad parameters\n");
+		return -EINVAL;
+	}
+	for (ret = 0; ret < nr_scale; ret++)
+		if (!scale[ret])
+			return -EINVAL;
+	bs = kzalloc(sizeof(*bs), GFP_KERNEL);
+	if (!bs)
+		return -ENOMEM;
+	bs->cap = max3(events, smoke_events, drain_events);
+	bs->ts = kvcalloc(bs->cap, sizeof(*bs->ts), GFP_KERNEL);
+	bs->lat = kvcalloc(bs->cap, sizeof(*bs->lat), GFP_KERNEL);
+	bs->seen = kvcalloc(BITS_TO_LONGS(bs->cap), sizeof(long), GFP_KERNEL);
+	if (!bs->ts || !bs->lat || !bs->seen) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	bs->ccpu = cpumask_first(cpu_online_mask);
+	bs->pcpu = bs->ccpu;
+	for_each_online_cpu(cpu)
+		if (cpu != bs->ccpu) {
+			bs->pcpu = cpu;
+			break;
+		}
+	bs->shared = bs->pcpu == bs->ccpu;
+	bs->nohz = get_cpu_idle_time_us(bs->ccpu, NULL) != (u64)-1;
+	bs->hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	if (IS_ERR(bs->hca)) {
+		ret = PTR_ERR(bs->hca);
+		goto out;
+	}
+	bs->ibdev = fake_hca_ibdev(bs->hca);
+	ret = smoke ? bench_smoke() : bench_all();
+	fake_hca_destroy(bs->hca);
+out:
+	kvfree(bs->seen);
+	kvfree(bs->lat);
+	kvfree(bs->ts);
+	kfree(bs);
+	bs = NULL;
+	return ret;
+}
+
+static void __exit kevd_bench_exit(void)
+{
+}
+
+module_init(kevd_bench_init);
+module_exit(kevd_bench_exit);
+
+MODULE_DESCRIPTION("kevd benchmark: kevd against ib_core poll contexts, 2006 kDAPL and a poll loop");
+MODULE_LICENSE("Dual BSD/GPL");
