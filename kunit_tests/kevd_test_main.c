@@ -75,7 +75,20 @@ void kevd_test_flush_pollers(struct kunit *test)
  */
 bool kevd_test_wait_count(atomic_t *v, int target)
 {
-	unsigned long end = jiffies + KEVD_TEST_WAIT;
+	return kevd_test_wait_count_for(v, target, KEVD_TEST_WAIT);
+}
+
+/**
+ * kevd_test_wait_count_for() - kevd_test_wait_count() with another bound.
+ * @v: a counter workers increment.
+ * @target: the value.
+ * @bound: jiffies to wait at most.
+ *
+ * Return: true if reached; false when the bound ran out (a failure).
+ */
+bool kevd_test_wait_count_for(atomic_t *v, int target, unsigned long bound)
+{
+	unsigned long end = jiffies + bound;
 
 	while (atomic_read(v) < target) {
 		if (time_after(jiffies, end))

@@ -25,6 +25,12 @@ else
 	MI="modinfo -b $stage"
 fi
 kver=$(uname -r)
+# iproute2's ip: busybox's sh may prefer its own ip applet, which lacks
+# "link add type dummy" and "nodad".
+IP=ip
+for c in /usr/sbin/ip /usr/bin/ip /sbin/ip /bin/ip; do
+	[ -x "$c" ] && [ ! -L "$c" ] && { IP=$c; break; }
+done
 params_dir=/sys/module/kevd/parameters
 
 # --- a KTAP suite written from the shell ---------------------------------
@@ -60,6 +66,7 @@ unload_all() {
 	for m in kevd_test kevd_demo kevd_fake_hca kevd; do
 		[ -d /sys/module/$m ] && rmmod $m
 	done
+	return 0
 }
 
 # One bad value: the load must fail, leave no module, and say why.
@@ -153,10 +160,10 @@ rdma_devices() {
 	# rdma_cm does not run over lo (nor with 127/8 on another netdev):
 	# siw gets its own dummy netdev with an IPv6 link-local address that
 	# never leaves the guest; rxe uses raw verbs and its GID on dummy0.
-	ip link set lo up
-	ip link add dummy0 type dummy && ip link set dummy0 up || return 1
-	ip link add dummy1 type dummy && ip link set dummy1 up || return 1
-	ip -6 addr add fe80::2/64 dev dummy1 nodad || return 1
+	$IP link set lo up
+	$IP link add dummy0 type dummy && $IP link set dummy0 up || return 1
+	$IP link add dummy1 type dummy && $IP link set dummy1 up || return 1
+	$IP -6 addr add fe80::2/64 dev dummy1 nodad || return 1
 	rdma link add siw0 type siw netdev dummy1 || return 1
 	rdma link add rxe0 type rxe netdev dummy0 || return 1
 	rdma link show
@@ -247,6 +254,9 @@ demo() {
 		echo "kevd-run: parameter $(basename "$p")=$(cat "$p")"
 	done
 	$MP kevd_demo || return 1
+	rdma_devices || return 1
+	echo "kevd-run: modprobe kevd_pingpong iterations=${kevd_iters:-5000} depth=32 rounds=3"
+	$MP kevd_pingpong iterations=${kevd_iters:-5000} depth=32 rounds=3 || return 1
 	echo "kevd-run: totals: $(cat /sys/kernel/debug/kevd/stats)"
 	unload_all
 }
