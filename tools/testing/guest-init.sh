@@ -6,6 +6,7 @@
 #   kevd_mode=check|run    what to do
 #   kevd_stage=DIR         root of lib/modules/<release>/ (UML: the host
 #                          path of the staging dir; QEMU: /)
+#   kevd_tmp=DIR           where to mount a scratch tmpfs (default /tmp)
 # Everything it reports goes to the console, which the harness parses:
 # KTAP for the shell-level suites, between the KEVD-HARNESS markers.
 
@@ -14,7 +15,11 @@ mount -t proc proc /proc 2>/dev/null
 mount -t sysfs sysfs /sys 2>/dev/null
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
-mount -t tmpfs tmpfs /tmp 2>/dev/null
+# A writable scratch dir. Under UML the root is the host's / read-only,
+# and the clone (with the staged modules) may itself live under /tmp:
+# the harness passes a dir of its own to mount over (kevd_tmp).
+TMP=${kevd_tmp:-/tmp}
+mount -t tmpfs tmpfs "$TMP" 2>/dev/null
 
 stage=${kevd_stage:-/}
 if [ "$stage" = / ]; then
@@ -171,7 +176,7 @@ rdma_devices() {
 
 # kevd_pingpong on every device and mode; one KTAP test per summary line.
 e2e_suite() { # pingpong parameters...
-	e2e_log=/tmp/kevd-e2e.log
+	e2e_log=$TMP/kevd-e2e.log
 	devs_ok=1
 	rdma_devices || devs_ok=0
 	if [ $devs_ok = 1 ]; then
