@@ -239,9 +239,7 @@ static void kevd_api_invoc_any(struct kunit *test)
 	struct kevd_rec *r;
 	unsigned long i;
 
-	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, r);
-	kevd_rec_init(r);
+	r = kevd_rec_new(test);
 	up.ctx = r;
 	for (i = 0; i < 5; i++)
 		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
@@ -265,9 +263,7 @@ static void kevd_api_invoc_new(struct kunit *test)
 	struct kevd_rec *r;
 	unsigned long i;
 
-	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, r);
-	kevd_rec_init(r);
+	r = kevd_rec_new(test);
 	up.ctx = r;
 	for (i = 0; i < 3; i++)
 		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
@@ -295,9 +291,7 @@ static void kevd_api_notify(struct kunit *test)
 	struct kevd *evd;
 	unsigned long i;
 
-	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, r);
-	kevd_rec_init(r);
+	r = kevd_rec_new(test);
 	up.ctx = r;
 	evd = kevd_test_create(test, 64, SW, KEVD_UPCALL_NOTIFY, &up,
 			       KEVD_UPCALL_INVOC_NEW);
@@ -324,9 +318,7 @@ static void kevd_api_teardown_inside_upcall(struct kunit *test)
 	struct kevd_rec *r;
 	struct kevd *evd;
 
-	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, r);
-	kevd_rec_init(r);
+	r = kevd_rec_new(test);
 	up.ctx = r;
 	evd = kevd_test_create(test, 8, SW, KEVD_UPCALL_SINGLE_INSTANCE, &up,
 			       KEVD_UPCALL_INVOC_NEW);
@@ -457,9 +449,7 @@ static void kevd_api_wait(struct kunit *test)
 	KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, ptr(11));
 
 	/* Wait with upcalls enabled. */
-	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, r);
-	kevd_rec_init(r);
+	r = kevd_rec_new(test);
 	up.ctx = r;
 	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_NOTIFY, &up,
 						 0), 0);

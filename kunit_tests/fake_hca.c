@@ -254,23 +254,18 @@ const char *fake_hca_mode_name(enum fake_hca_mode mode)
 }
 EXPORT_SYMBOL_GPL(fake_hca_mode_name);
 
-/**
- * fake_cq_add() - a completion arrives.
- * @cq: a fake CQ.
- * @wc: the completion.
- *
- * Fires the completion handler if the CQ is armed (SOLICITED arms fire
- * only for IB_WC_... completions flagged solicited). A full CQ drops the
- * completion and raises IB_EVENT_CQ_ERR, as hardware does.
- *
- * Context: any, hard IRQ included.
- * Return: 0, or -ENOSPC on overrun.
+/*
+ * Queue one completion (its wr_id replaced by its position in the CQ if
+ * @seq) and fire the handler if the CQ is armed for it: NEXT_COMP for any
+ * completion, SOLICITED for receives (the fake treats every incoming
+ * message as solicited). A full CQ drops it and raises IB_EVENT_CQ_ERR.
  */
-int fake_cq_add(struct ib_cq *cq, const struct ib_wc *wc)
+static int fake_cq_push(struct ib_cq *cq, const struct ib_wc *wc, bool seq)
 {
 	struct fake_cq *fcq = to_fcq(cq);
 	unsigned long flags;
 	bool fire = false;
+	u32 slot;
 
 	spin_lock_irqsave(&fcq->lock, flags);
 	if (fcq->tail - fcq->head > fcq->mask) {
@@ -279,10 +274,13 @@ int fake_cq_add(struct ib_cq *cq, const struct ib_wc *wc)
 		fake_cq_overrun(cq);
 		return -ENOSPC;
 	}
-	fcq->q[fcq->tail++ & fcq->mask] = *wc;
+	slot = fcq->tail++ & fcq->mask;
+	fcq->q[slot] = *wc;
+	if (seq)
+		fcq->q[slot].wr_id = fcq->st.added;
 	fcq->st.added++;
 	if (fcq->armed == IB_CQ_NEXT_COMP ||
-	    (fcq->armed == IB_CQ_SOLICITED && (wc->wc_flags & IB_WC_WITH_IMM))) {
+	    (fcq->armed == IB_CQ_SOLICITED && (wc->opcode & IB_WC_RECV))) {
 		fcq->armed = 0;
 		fire = true;
 	}
@@ -290,6 +288,23 @@ int fake_cq_add(struct ib_cq *cq, const struct ib_wc *wc)
 	if (fire)
 		fake_notify(fcq);
 	return 0;
+}
+
+/**
+ * fake_cq_add() - a completion arrives.
+ * @cq: a fake CQ.
+ * @wc: the completion.
+ *
+ * Fires the completion handler if the CQ is armed (SOLICITED arms fire
+ * for receives only). A full CQ drops the completion and raises
+ * IB_EVENT_CQ_ERR, as hardware does.
+ *
+ * Context: any, hard IRQ included.
+ * Return: 0, or -ENOSPC on overrun.
+ */
+int fake_cq_add(struct ib_cq *cq, const struct ib_wc *wc)
+{
+	return fake_cq_push(cq, wc, false);
 }
 EXPORT_SYMBOL_GPL(fake_cq_add);
 
@@ -305,32 +320,13 @@ EXPORT_SYMBOL_GPL(fake_cq_add);
  */
 int fake_cq_add_seq(struct ib_cq *cq)
 {
-	struct fake_cq *fcq = to_fcq(cq);
 	struct ib_wc wc = {
 		.status = IB_WC_SUCCESS,
 		.opcode = IB_WC_RECV,
 		.byte_len = 8,
 	};
-	unsigned long flags;
-	bool fire = false;
 
-	spin_lock_irqsave(&fcq->lock, flags);
-	if (fcq->tail - fcq->head > fcq->mask) {
-		fcq->st.overruns++;
-		spin_unlock_irqrestore(&fcq->lock, flags);
-		fake_cq_overrun(cq);
-		return -ENOSPC;
-	}
-	wc.wr_id = fcq->st.added++;
-	fcq->q[fcq->tail++ & fcq->mask] = wc;
-	if (fcq->armed == IB_CQ_NEXT_COMP) {
-		fcq->armed = 0;
-		fire = true;
-	}
-	spin_unlock_irqrestore(&fcq->lock, flags);
-	if (fire)
-		fake_notify(fcq);
-	return 0;
+	return fake_cq_push(cq, &wc, true);
 }
 EXPORT_SYMBOL_GPL(fake_cq_add_seq);
 

@@ -46,6 +46,7 @@ enum {
 };
 
 void kevd_rec_init(struct kevd_rec *r);
+struct kevd_rec *kevd_rec_new(struct kunit *test);
 void kevd_rec_upcall(void *ctx, const struct kevd_event *ev, bool more);
 
 #endif /* _KEVD_TEST_H */

@@ -110,6 +110,21 @@ void kevd_rec_init(struct kevd_rec *r)
 }
 
 /**
+ * kevd_rec_new() - an empty recorder freed with the test.
+ * @test: the test.
+ *
+ * Return: the recorder; the test stops if it cannot be allocated.
+ */
+struct kevd_rec *kevd_rec_new(struct kunit *test)
+{
+	struct kevd_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	kevd_rec_init(r);
+	return r;
+}
+
+/**
  * kevd_rec_upcall() - the recording upcall.
  * @ctx: a struct kevd_rec.
  * @ev: the event, NULL for a doorbell.
