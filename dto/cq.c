@@ -111,6 +111,63 @@ void kevd_cq_destroy(struct kevd *evd)
 	evd->cq = NULL;
 }
 
+/**
+ * kevd_post_ib_event() - route an ib_core async event into an EVD.
+ * @evd: an EVD with %KEVD_ASYNC_FLAG.
+ * @event: the event, as a QP, CQ or device event handler receives it.
+ *
+ * For consumers' QP event handlers. Mapping:
+ *
+ *   IB_EVENT_QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR,
+ *   PATH_MIG_ERR, SRQ_ERR              KEVD_ASYNC_ERROR_EP_BROKEN
+ *                                      (handle: the QP's context)
+ *   IB_EVENT_DEVICE_FATAL              KEVD_ASYNC_ERROR_IA_CATASTROPHIC
+ *                                      (handle: the ib_device)
+ *   IB_EVENT_CQ_ERR                    KEVD_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR
+ *                                      (handle: the CQ's context)
+ *
+ * The reason is the ib_event type. Other events are not errors.
+ *
+ * Context: any (event handlers may run in interrupt context).
+ * Return: 0; -EINVAL for a NULL argument, an EVD without the async stream
+ * or an event that is not an error; -EOVERFLOW if the EVD had to drop it.
+ */
+int kevd_post_ib_event(struct kevd *evd, const struct ib_event *event)
+{
+	struct kevd_event ev = { .async.reason = event ? event->event : 0 };
+
+	if (!evd || !event)
+		return -EINVAL;
+	switch (event->event) {
+	case IB_EVENT_QP_FATAL:
+	case IB_EVENT_QP_REQ_ERR:
+	case IB_EVENT_QP_ACCESS_ERR:
+	case IB_EVENT_PATH_MIG_ERR:
+		ev.event_number = KEVD_ASYNC_ERROR_EP_BROKEN;
+		ev.async.handle = event->element.qp ?
+				  event->element.qp->qp_context : NULL;
+		break;
+	case IB_EVENT_SRQ_ERR:
+		ev.event_number = KEVD_ASYNC_ERROR_EP_BROKEN;
+		ev.async.handle = event->element.srq ?
+				  event->element.srq->srq_context : NULL;
+		break;
+	case IB_EVENT_DEVICE_FATAL:
+		ev.event_number = KEVD_ASYNC_ERROR_IA_CATASTROPHIC;
+		ev.async.handle = event->device;
+		break;
+	case IB_EVENT_CQ_ERR:
+		ev.event_number = KEVD_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
+		ev.async.handle = event->element.cq ?
+				  event->element.cq->cq_context : NULL;
+		break;
+	default:
+		return -EINVAL;
+	}
+	return kevd_post_event(evd, &ev);
+}
+EXPORT_SYMBOL_GPL(kevd_post_ib_event);
+
 /* Reserve slots; if the ring is full, note the stall for the consumer. */
 static u32 kevd_cq_reserve(struct kevd *evd, u32 want)
 {

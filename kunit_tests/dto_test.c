@@ -537,6 +537,45 @@ static void kevd_dto_teardown_while_firing(struct kunit *test)
 	fake_hca_destroy(e->hca);
 }
 
+/* QP and device async events routed into an async EVD. */
+static void kevd_dto_post_ib_event(struct kunit *test)
+{
+	struct ib_qp qp = { .qp_context = &qp };
+	struct ib_event ibe = { .element.qp = &qp };
+	struct kevd_event ev;
+	struct kevd *aevd, *sw;
+
+	aevd = kevd_test_create(test, 8, KEVD_ASYNC_FLAG, KEVD_UPCALL_DISABLE,
+				NULL, 0);
+	sw = kevd_test_create(test, 8, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			      NULL, 0);
+	ibe.event = IB_EVENT_QP_FATAL;
+	KUNIT_EXPECT_EQ(test, kevd_post_ib_event(aevd, &ibe), 0);
+	KUNIT_EXPECT_EQ(test, kevd_post_ib_event(sw, &ibe), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_post_ib_event(aevd, NULL), -EINVAL);
+	ibe.event = IB_EVENT_QP_ACCESS_ERR;
+	KUNIT_EXPECT_EQ(test, kevd_post_ib_event(aevd, &ibe), 0);
+	ibe.event = IB_EVENT_COMM_EST;		/* not an error */
+	KUNIT_EXPECT_EQ(test, kevd_post_ib_event(aevd, &ibe), -EINVAL);
+	ibe.event = IB_EVENT_DEVICE_FATAL;
+	ibe.device = (struct ib_device *)&qp;	/* only compared */
+	KUNIT_EXPECT_EQ(test, kevd_post_ib_event(aevd, &ibe), 0);
+
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(aevd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_ASYNC_ERROR_EP_BROKEN);
+	KUNIT_EXPECT_PTR_EQ(test, ev.async.handle, (void *)&qp);
+	KUNIT_EXPECT_EQ(test, ev.async.reason, (u32)IB_EVENT_QP_FATAL);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(aevd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.async.reason, (u32)IB_EVENT_QP_ACCESS_ERR);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(aevd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_ASYNC_ERROR_IA_CATASTROPHIC);
+	KUNIT_EXPECT_PTR_EQ(test, ev.async.handle, (void *)&qp);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(aevd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(sw), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(aevd), 0);
+}
+
 static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_status_map),
 	KUNIT_CASE(kevd_dto_opcode_map),
@@ -547,6 +586,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_backpressure),
 	KUNIT_CASE(kevd_dto_cq_overrun),
 	KUNIT_CASE(kevd_dto_free_with_qp),
+	KUNIT_CASE(kevd_dto_post_ib_event),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
 	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_mode_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),

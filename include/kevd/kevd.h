@@ -201,6 +201,7 @@ enum kevd_upcall_flag {
  * @operation: &enum kevd_dto_op.
  * @imm_data: immediate data (host order), valid if @has_imm.
  * @has_imm: the completion carries immediate data.
+ * @reserved: zero.
  * @vendor_err: the provider's vendor error code, for diagnostics.
  */
 struct kevd_dto_event {
