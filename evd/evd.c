@@ -250,6 +250,7 @@ struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
 	kref_init(&evd->ref);
 	INIT_LIST_HEAD(&evd->poll_node);
 	atomic_set(&evd->async_users, 0);
+	atomic_set(&evd->upcalls_running, 0);
 	evd->flags = attr->flags;
 	evd->policy = attr->upcall_policy;
 	evd->upcall = attr->upcall;
@@ -314,7 +315,7 @@ int kevd_free(struct kevd *evd)
 	spin_unlock_irqrestore(&evd->lock, flags);
 
 	/* No upcall in progress, the poller has let go: then the CQ. */
-	wait_event(evd->wq, !READ_ONCE(evd->upcalls_running));
+	wait_event(evd->wq, !atomic_read(&evd->upcalls_running));
 	kevd_poll_wait_idle(evd);
 	kevd_cq_destroy(evd);
 

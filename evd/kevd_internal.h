@@ -110,7 +110,8 @@ struct kevd_poller;
  * @upcall: the upcall object.
  * @upcall_flag: INVOC_NEW or INVOC_ANY.
  * @state: KEVD_STATE_* bits.
- * @upcalls_running: upcall batches being delivered now.
+ * @upcalls_running: upcall batches being delivered now; raised under
+ *	@lock (so TEARDOWN sees every batch that began), dropped without it.
  * @gate_new: INVOC_NEW is waiting for the first new arrival...
  * @gate_prod: ...that is, for ring.prod to move past this.
  * @notify_prod: ring.prod at the last NOTIFY doorbell.
@@ -143,7 +144,7 @@ struct kevd {
 	struct kevd_upcall upcall;
 	int upcall_flag;
 	u32 state;
-	unsigned int upcalls_running;
+	atomic_t upcalls_running;
 	bool gate_new;
 	u32 gate_prod;
 	u32 notify_prod;

@@ -6,9 +6,10 @@
  * A batch: under evd->lock the poller snapshots the policy, the upcall
  * object and the INVOC_NEW gate, and counts the batch in
  * evd->upcalls_running; it pops up to KEVD_BATCH events (one lock
- * round-trip), calls the upcall for each, then uncounts the batch and
- * wakes TEARDOWN/free. Events popped are delivered even if the policy
- * changes meanwhile: exactly once, never back to the ring.
+ * round-trip), calls the upcall for each, then uncounts the batch with an
+ * atomic (no lock) and wakes TEARDOWN/free if one sleeps. Events popped
+ * are delivered even if the policy changes meanwhile: exactly once, never
+ * back to the ring.
  *
  *   SINGLE_INSTANCE: the owner delivers; ownership is exclusive, so two
  *	upcalls of one EVD never overlap.
@@ -47,22 +48,19 @@ static bool kevd_deliver_begin(struct kevd *evd, int *policy,
 		evd->notify_prod = prod;
 	}
 	*upcall = evd->upcall;
-	evd->upcalls_running++;
+	atomic_inc(&evd->upcalls_running);
 	go = true;
 out:
 	spin_unlock_irqrestore(&evd->lock, flags);
 	return go;
 }
 
+/* No lock: TEARDOWN only needs to see the count reach zero. */
 static void kevd_deliver_end(struct kevd *evd)
 {
-	unsigned long flags;
-	bool idle;
-
-	spin_lock_irqsave(&evd->lock, flags);
-	idle = !--evd->upcalls_running;
-	spin_unlock_irqrestore(&evd->lock, flags);
-	if (idle)
+	if (atomic_dec_return(&evd->upcalls_running))
+		return;
+	if (waitqueue_active(&evd->wq)) /* ordered by atomic_dec_return() */
 		wake_up(&evd->wq);
 }
 

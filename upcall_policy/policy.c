@@ -98,7 +98,7 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		if (kevd_ring_count(&evd->ring))
 			kevd_schedule(evd);
 	} else if (policy == KEVD_UPCALL_TEARDOWN) {
-		wait_event(evd->wq, !READ_ONCE(evd->upcalls_running));
+		wait_event(evd->wq, !atomic_read(&evd->upcalls_running));
 	}
 	return 0;
 }
