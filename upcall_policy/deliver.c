@@ -102,8 +102,17 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 		return 0;
 	}
 	evd->postats.upcalls += n;
-	if (policy == KEVD_UPCALL_MANY && kevd_ring_count(&evd->ring))
+	if (policy == KEVD_UPCALL_MANY && kevd_ring_count(&evd->ring)) {
+		/*
+		 * Once handed off, nothing keeps the EVD from being freed as
+		 * soon as the count drops in kevd_deliver_end(), which still
+		 * looks at evd->wq afterwards: hold a reference until then.
+		 */
+		kevd_get(evd);
 		*handed_off = kevd_poller_handoff(p, evd);
+		if (!*handed_off)
+			kevd_put(evd);
+	}
 
 	kevd_poller_enter_upcall(p, evd);
 	for (i = 0; i < n; i++)
@@ -111,5 +120,7 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 			    i + 1 < n || kevd_ring_count(&evd->ring));
 	kevd_poller_enter_upcall(p, NULL);
 	kevd_deliver_end(evd);
+	if (*handed_off)
+		kevd_put(evd);
 	return n;
 }
