@@ -174,25 +174,28 @@ rdma_devices() {
 	rdma link show
 }
 
-# kevd_pingpong on every device and mode; one KTAP test per summary line.
+# kevd_pingpong on each device of kevd_e2e_devs (comma-separated; default
+# siw0,rxe0) and every mode; one KTAP test per summary line.
 e2e_suite() { # pingpong parameters...
 	e2e_log=$TMP/kevd-e2e.log
+	e2e_devs=$(echo "${kevd_e2e_devs:-siw0,rxe0}" | tr , ' ')
 	devs_ok=1
 	rdma_devices || devs_ok=0
 	if [ $devs_ok = 1 ]; then
 		$MP kevd default_policy=disable poll_budget=64
-		$MP kevd_pingpong "$@"
+		$MP kevd_pingpong device="${kevd_e2e_devs:-siw0,rxe0}" "$@"
 		echo "pingpong_rc=$?" >$e2e_log
 		dmesg | grep -E 'kevd-e2e(-teardown)? ' >>$e2e_log
 		rmmod kevd_pingpong 2>/dev/null
 		rmmod kevd
 	fi
-	ndev=2
+	ndev=0
+	for dev in $e2e_devs; do ndev=$((ndev + 1)); done
 	nmode=5
 	ktap_begin kevd_e2e $((ndev * nmode + ndev + 1))
 	if [ $devs_ok = 1 ]; then ktap_result ok soft_rdma_devices
 	else ktap_result not-ok soft_rdma_devices "rdma link add failed"; fi
-	for dev in siw0 rxe0; do
+	for dev in $e2e_devs; do
 		for mode in dequeue wait single notify many; do
 			line=$(grep "kevd-e2e device=$dev mode=$mode " $e2e_log 2>/dev/null)
 			if [ -n "$line" ] && echo "$line" | grep -q ' lost=0 dup=0 bad=0 ' &&
