@@ -15,7 +15,7 @@ KEVD_TOP=${KEVD_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 KEVD_TESTING=$KEVD_TOP/tools/testing
 KEVD_CACHE=${KEVD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kevd}
 KEVD_BUILD=${KEVD_BUILD:-$KEVD_TOP/.build}
-KEVD_JOBS=${KEVD_JOBS:-$(nproc)}
+KEVD_JOBS=${KEVD_JOBS:-$(($(nproc) + 1))}
 KSRC_TARBALL=/usr/src/linux-source-6.12.tar.xz
 
 log() { printf '[kevd-test] %s\n' "$*" >&2; }
