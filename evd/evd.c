@@ -5,7 +5,8 @@
  *
  * Locking (see kevd_internal.h for the order):
  *   - evd->lock (irqsave) guards the policy, the upcall object, the state
- *     bits, the waiter and the count of upcalls in progress;
+ *     bits and the waiter; the count of upcall batches in progress is an
+ *     atomic raised under it (upcall_policy/deliver.c);
  *   - the ring has its own producer and consumer locks (evd/ring.c);
  *   - kevd_list_lock guards the global list of EVDs (debugfs, totals).
  *

@@ -5,8 +5,9 @@
  * Locking, outermost first (see also the top of each .c file):
  *
  *   evd->lock (spin_lock_irqsave)
- *	upcall policy, upcall object and flag, state bits, the waiter, the
- *	upcall-in-progress count. The completion handler reads the policy
+ *	upcall policy, upcall object and flag, state bits, the waiter; the
+ *	count of upcall batches in progress (an atomic) is raised under it
+ *	and dropped without it. The completion handler reads the state
  *	under it in hard-IRQ context.
  *   ring->cons_lock (spin_lock_irqsave)
  *	the consumer index; serialises dequeue, wait and upcall batches.

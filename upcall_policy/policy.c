@@ -5,8 +5,10 @@
  * Every change happens under evd->lock taken with spin_lock_irqsave: the
  * completion handler reads the EVD's state under it in hard-IRQ context,
  * and the poller snapshots policy, upcall object and flag under it before
- * a batch. The count of upcall batches in progress is also under it;
- * TEARDOWN and kevd_free() sleep on evd->wq until it is zero.
+ * a batch. The count of upcall batches in progress is raised under it
+ * (so a TEARDOWN that set the policy sees every batch that began) and
+ * dropped without it; TEARDOWN and kevd_free() sleep on evd->wq until it
+ * is zero.
  *
  *   DISABLE <-> SINGLE_INSTANCE <-> NOTIFY <-> MANY  (any to any)
  *   any -> TEARDOWN: returns after the last upcall in progress returned.
