@@ -131,7 +131,7 @@ ensure_kernel() {
 		rm -rf "$dir"
 		mkdir -p "$dir/obj"
 		frags="$KEVD_TESTING/configs/common.config $KEVD_TESTING/configs/$t.config"
-		log "building the $t kernel in $dir (takes ~8 min)"
+		log "building the $t kernel in $dir (about 15 min on 2 cores)"
 		(
 			set -e
 			cd "$KSRC"
