@@ -93,7 +93,7 @@ kernel_key() {
 
 kernel_base_config() {
 	case $1 in
-	uml) echo defconfig ;;
+	uml) echo tinyconfig ;;
 	smp) echo tinyconfig ;;
 	esac
 }
