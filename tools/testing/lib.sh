@@ -140,8 +140,9 @@ ensure_kernel() {
 			scripts/kconfig/merge_config.sh -m -O "$dir/obj" \
 				"$dir/obj/.config" $frags >/dev/null
 			make -s ARCH="$arch" O="$dir/obj" olddefconfig
+			# set -e does not act inside "( ... ) || ...": check.
 			# shellcheck disable=SC2086
-			verify_config "$dir/obj/.config" $frags
+			verify_config "$dir/obj/.config" $frags || exit 1
 			make -s ARCH="$arch" O="$dir/obj" -j"$KEVD_JOBS"
 			make -s ARCH="$arch" O="$dir/obj" \
 				INSTALL_MOD_PATH="$dir/modroot" modules_install
