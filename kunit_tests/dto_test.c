@@ -5,6 +5,7 @@
  * status and opcode mapping; backpressure; CQ overrun; teardown while the
  * HCA fires.
  */
+#include <linux/delay.h>
 #include <linux/kthread.h>
 #include <linux/moduleparam.h>
 #include <linux/random.h>
@@ -299,23 +300,35 @@ struct dto_producer {
 	atomic_t fired;
 };
 
+/*
+ * Bursts of 1..16 CQEs, as an HCA writes them, with random gaps; while
+ * the CQ is half full the producer backs off briefly instead of spinning,
+ * so the pollers get the CPU when there are fewer CPUs than busy threads.
+ */
 static int dto_producer_fn(void *data)
 {
 	struct dto_producer *p = data;
-	u32 i = 0;
+	u32 i = 0, room, burst;
+	int got;
 
 	while (i < p->n && !kthread_should_stop()) {
-		if (fake_cq_count(p->cq) >= p->depth / 2) {
-			cond_resched();
+		room = p->depth / 2 - min(fake_cq_count(p->cq), p->depth / 2);
+		if (!room) {
+			usleep_range(5, 10);
 			continue;
 		}
-		if (!fake_cq_add_seq(p->cq))
-			i++;
-		if (!get_random_u32_below(512)) {
+		burst = min3(room, p->n - i, get_random_u32_inclusive(1, 16));
+		got = fake_cq_add_seq_burst(p->cq, burst);
+		if (got > 0)
+			i += got;
+		if (!get_random_u32_below(64)) {
 			fake_cq_fire(p->cq);
 			atomic_inc(&p->fired);
 		}
-		if (!(i & 255))
+		/* Now and then a gap: the poller drains, arms and races us. */
+		if (!get_random_u32_below(8))
+			usleep_range(5, 20);
+		else
 			cond_resched();
 	}
 	atomic_set(&p->done, 1);
@@ -332,7 +345,7 @@ static void rand_inject_hook(struct ib_cq *cq, void *ctx)
 {
 	struct rand_inject *in = ctx;
 
-	if (!get_random_u32_below(4) && fake_cq_count(cq) < cq->cqe / 2 &&
+	if (!get_random_u32_below(2) && fake_cq_count(cq) < cq->cqe / 2 &&
 	    !fake_cq_add_seq(cq))
 		atomic_inc(&in->injected);
 }

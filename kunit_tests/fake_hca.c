@@ -142,10 +142,14 @@ static int fake_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 	unsigned long flags;
 	int n = 0;
 
+	u32 head;
+
 	spin_lock_irqsave(&fcq->lock, flags);
 	fcq->st.polls++;
-	while (n < num && fcq->head != fcq->tail)
-		wc[n++] = fcq->q[fcq->head++ & fcq->mask];
+	head = fcq->head;
+	while (n < num && head != fcq->tail)
+		wc[n++] = fcq->q[head++ & fcq->mask];
+	WRITE_ONCE(fcq->head, head);	/* fake_cq_count() reads it unlocked */
 	fcq->st.polled += n;
 	spin_unlock_irqrestore(&fcq->lock, flags);
 	return n;
@@ -255,39 +259,65 @@ const char *fake_hca_mode_name(enum fake_hca_mode mode)
 EXPORT_SYMBOL_GPL(fake_hca_mode_name);
 
 /*
- * Queue one completion (its wr_id replaced by its position in the CQ if
- * @seq) and fire the handler if the CQ is armed for it: NEXT_COMP for any
- * completion, SOLICITED for receives (the fake treats every incoming
- * message as solicited). A full CQ drops it and raises IB_EVENT_CQ_ERR.
+ * Under fcq->lock: queue one completion (its wr_id replaced by its
+ * position in the CQ if @seq). Returns -ENOSPC on overrun, 1 if the CQ
+ * was armed for it (NEXT_COMP for any completion, SOLICITED for receives:
+ * the fake treats every incoming message as solicited), else 0.
  */
-static int fake_cq_push(struct ib_cq *cq, const struct ib_wc *wc, bool seq)
+static int fake_cq_push_locked(struct fake_cq *fcq, const struct ib_wc *wc,
+			       bool seq)
 {
-	struct fake_cq *fcq = to_fcq(cq);
-	unsigned long flags;
-	bool fire = false;
 	u32 slot;
 
-	spin_lock_irqsave(&fcq->lock, flags);
+	lockdep_assert_held(&fcq->lock);
 	if (fcq->tail - fcq->head > fcq->mask) {
 		fcq->st.overruns++;
-		spin_unlock_irqrestore(&fcq->lock, flags);
-		fake_cq_overrun(cq);
 		return -ENOSPC;
 	}
-	slot = fcq->tail++ & fcq->mask;
+	slot = fcq->tail & fcq->mask;
 	fcq->q[slot] = *wc;
 	if (seq)
 		fcq->q[slot].wr_id = fcq->st.added;
+	WRITE_ONCE(fcq->tail, fcq->tail + 1);	/* fake_cq_count() */
 	fcq->st.added++;
 	if (fcq->armed == IB_CQ_NEXT_COMP ||
 	    (fcq->armed == IB_CQ_SOLICITED && (wc->opcode & IB_WC_RECV))) {
 		fcq->armed = 0;
-		fire = true;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Queue @n completions as one burst (an HCA writing several CQEs before
+ * its interrupt): one lock round-trip, at most one notification. A full
+ * CQ drops the rest and raises IB_EVENT_CQ_ERR.
+ */
+static int fake_cq_push(struct ib_cq *cq, const struct ib_wc *wc, bool seq,
+			u32 n)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+	unsigned long flags;
+	bool fire = false;
+	u32 done = 0;
+	int ret = 0;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	while (done < n) {
+		ret = fake_cq_push_locked(fcq, wc, seq);
+		if (ret < 0)
+			break;
+		fire |= ret;
+		done++;
 	}
 	spin_unlock_irqrestore(&fcq->lock, flags);
 	if (fire)
 		fake_notify(fcq);
-	return 0;
+	if (ret < 0) {
+		fake_cq_overrun(cq);
+		return done ?: -ENOSPC;
+	}
+	return done;
 }
 
 /**
@@ -304,7 +334,9 @@ static int fake_cq_push(struct ib_cq *cq, const struct ib_wc *wc, bool seq)
  */
 int fake_cq_add(struct ib_cq *cq, const struct ib_wc *wc)
 {
-	return fake_cq_push(cq, wc, false);
+	int ret = fake_cq_push(cq, wc, false, 1);
+
+	return ret < 0 ? ret : 0;
 }
 EXPORT_SYMBOL_GPL(fake_cq_add);
 
@@ -320,15 +352,35 @@ EXPORT_SYMBOL_GPL(fake_cq_add);
  */
 int fake_cq_add_seq(struct ib_cq *cq)
 {
+	int ret = fake_cq_add_seq_burst(cq, 1);
+
+	return ret < 0 ? ret : 0;
+}
+EXPORT_SYMBOL_GPL(fake_cq_add_seq);
+
+/**
+ * fake_cq_add_seq_burst() - @n completions at once, as fake_cq_add_seq().
+ * @cq: a fake CQ.
+ * @n: how many.
+ *
+ * One lock round-trip and at most one notification for the burst, as an
+ * HCA that writes several CQEs before it raises its interrupt.
+ *
+ * Context: any.
+ * Return: the number queued (less than @n if the CQ overran: the rest was
+ * dropped and IB_EVENT_CQ_ERR raised), or -ENOSPC if none was.
+ */
+int fake_cq_add_seq_burst(struct ib_cq *cq, u32 n)
+{
 	struct ib_wc wc = {
 		.status = IB_WC_SUCCESS,
 		.opcode = IB_WC_RECV,
 		.byte_len = 8,
 	};
 
-	return fake_cq_push(cq, &wc, true);
+	return fake_cq_push(cq, &wc, true, n);
 }
-EXPORT_SYMBOL_GPL(fake_cq_add_seq);
+EXPORT_SYMBOL_GPL(fake_cq_add_seq_burst);
 
 static int fake_firer_fn(void *data)
 {
@@ -440,18 +492,19 @@ EXPORT_SYMBOL_GPL(fake_cq_overrun);
  * fake_cq_count() - CQEs in the CQ.
  * @cq: a fake CQ.
  *
+ * Without the CQ lock, so a producer that paces itself on it does not
+ * contend with the poller; a snapshot.
+ *
+ * Context: any.
  * Return: the number of CQEs not yet polled.
  */
 u32 fake_cq_count(struct ib_cq *cq)
 {
 	struct fake_cq *fcq = to_fcq(cq);
-	unsigned long flags;
-	u32 n;
+	u32 head = READ_ONCE(fcq->head);
 
-	spin_lock_irqsave(&fcq->lock, flags);
-	n = fcq->tail - fcq->head;
-	spin_unlock_irqrestore(&fcq->lock, flags);
-	return n;
+	smp_rmb();	/* head before tail: never more polled than added */
+	return READ_ONCE(fcq->tail) - head;
 }
 EXPORT_SYMBOL_GPL(fake_cq_count);
 

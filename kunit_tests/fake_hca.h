@@ -64,6 +64,7 @@ const char *fake_hca_mode_name(enum fake_hca_mode mode);
 int fake_cq_add(struct ib_cq *cq, const struct ib_wc *wc);
 int fake_cq_add_cookie(struct ib_cq *cq, u64 wr_id);
 int fake_cq_add_seq(struct ib_cq *cq);
+int fake_cq_add_seq_burst(struct ib_cq *cq, u32 n);
 int fake_cq_start_firing(struct ib_cq *cq);
 void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx);
 void fake_cq_fire(struct ib_cq *cq);
