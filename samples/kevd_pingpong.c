@@ -17,6 +17,8 @@
  * immediate (not on iWARP, which has no immediate data) and RDMA READ, in
  * batches of depth/2, and checks that every cookie completes exactly once
  * with success and the right operation, and that payloads arrive intact.
+ * On iWARP a WRITE completes once sent, so a zero-length SEND follows each
+ * WRITE batch before its payload is checked (pp_fence()).
  *
  * Finally it tears down in the documented order with work requests in
  * flight: receives posted, QPs to error (rdma_disconnect for the CM),
@@ -74,7 +76,7 @@ MODULE_PARM_DESC(port, "TCP port of the rdma_cm loopback connection (iWARP)");
 
 enum pp_kind {
 	PP_SEND = 1, PP_RECV, PP_WRITE, PP_WRITE_IMM, PP_RECV_IMM, PP_READ,
-	PP_FLUSH_RECV,
+	PP_FLUSH_RECV, PP_FENCE_SEND, PP_FENCE_RECV,
 };
 
 static const struct {
@@ -221,6 +223,12 @@ static void pp_record(struct pp_dev *d, const struct kevd_event *ev)
 		atomic_inc(&r->bad);
 		goto count;
 	}
+	if (kind == PP_FENCE_SEND || kind == PP_FENCE_RECV) {
+		/* Not an operation of the run: no cookie to account for. */
+		if (dto->status != KEVD_DTO_SUCCESS)
+			atomic_inc(&r->bad);
+		goto count;
+	}
 	if (kind == PP_FLUSH_RECV) {
 		ok = dto->status == KEVD_DTO_ERR_FLUSHED;
 		if (ok)
@@ -342,6 +350,30 @@ static int pp_post_send(struct pp_side *s, struct pp_side *peer, u32 k,
 	return ib_post_send(s->qp, &wr.wr, NULL);
 }
 
+/*
+ * iWARP completes an RDMA WRITE at the requester once it is sent, not once
+ * it is placed: the payload may still be on its way. A SEND behind the
+ * writes is delivered only after their data is placed (RDMAP ordering), so
+ * its receive completion makes the check of the written data valid.
+ */
+static int pp_fence(struct pp_dev *d, int m)
+{
+	struct pp_side *a = &d->side[0], *b = &d->side[1];
+	struct ib_send_wr wr = {
+		.wr_id = pp_cookie(0, PP_FENCE_SEND),
+		.opcode = IB_WR_SEND,
+		.send_flags = IB_SEND_SIGNALED,
+	};
+	int rc;
+
+	rc = pp_post_recv(b, 0, pp_cookie(0, PP_FENCE_RECV), false);
+	rc = rc ?: ib_post_send(a->qp, &wr, NULL);
+	if (rc)
+		return rc;
+	pp_expect(d, 2);
+	return pp_collect(d, m, atomic_read(&d->rec.target));
+}
+
 /* One batch of @n operations of one kind, A to B; returns 0 or -errno. */
 static int pp_batch(struct pp_dev *d, int m, enum pp_kind kind, u32 base,
 		    u32 n)
@@ -401,6 +433,8 @@ static int pp_batch(struct pp_dev *d, int m, enum pp_kind kind, u32 base,
 		return rc;
 	}
 	rc = pp_collect(d, m, atomic_read(&d->rec.target));
+	if (!rc && kind == PP_WRITE && d->iwarp)
+		rc = pp_fence(d, m);
 	if (rc)
 		return rc;
 	for (k = 0; k < n; k++) {
