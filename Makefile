@@ -24,7 +24,7 @@ clean:
 	rm -rf .build
 
 check:
-	$(HARNESS) check uml smp
+	$(HARNESS) check smp uml
 
 check-uml:
 	$(HARNESS) check uml
