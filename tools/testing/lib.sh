@@ -23,7 +23,7 @@ die() { printf '[kevd-test] error: %s\n' "$*" >&2; exit 1; }
 
 # Debian packages the harness needs; installed with apt-get when missing.
 KEVD_DEPS="linux-source-6.12 build-essential flex bison bc libelf-dev libssl-dev
-	cpio python3 sparse spin kmod busybox-static rsync iproute2 perl
+	cpio python3 sparse spin kmod busybox-static rsync iproute2 perl patch
 	qemu-system-x86"
 
 ensure_deps() {
@@ -57,66 +57,104 @@ ksrc_version() {
 	dpkg-query -W -f='${Version}' linux-source-6.12
 }
 
-# Extract the kernel source once per package version.
+# Fixes carried for the test kernels' own drivers (data races KCSAN found
+# in siw and rxe under kevd's traffic), applied in name order.
+ksrc_patches() {
+	ls "$KEVD_TESTING"/patches/*.patch 2>/dev/null | sort
+}
+
+# The source tree's identity: the package version and the patches.
+ksrc_id() {
+	local ver patches
+	ver=$(ksrc_version) || return 1
+	patches=$(ksrc_patches)
+	if [ -n "$patches" ]; then
+		# shellcheck disable=SC2086
+		echo "$ver-p$(cat $patches | sha256sum | cut -c1-12)"
+	else
+		echo "$ver"
+	fi
+}
+
+# Extract (and patch) the kernel source once per ksrc_id.
 ensure_ksrc() {
-	local ver dir
-	ver=$(ksrc_version) || die "linux-source-6.12 is not installed"
-	dir=$KEVD_CACHE/src/$ver
+	local id dir p
+	id=$(ksrc_id) || die "linux-source-6.12 is not installed"
+	dir=$KEVD_CACHE/src/$id
 	if [ ! -f "$dir/.complete" ]; then
-		log "extracting linux-source-6.12 $ver"
+		log "extracting linux-source-6.12 ($id)"
 		rm -rf "$dir"
 		mkdir -p "$dir"
 		tar -C "$dir" --strip-components=1 -xf "$KSRC_TARBALL" ||
 			die "cannot extract $KSRC_TARBALL"
+		for p in $(ksrc_patches); do
+			patch -p1 -s -d "$dir" <"$p" ||
+				die "$(basename "$p") does not apply"
+		done
 		touch "$dir/.complete"
 	fi
 	KSRC=$dir
 }
 
+# Targets: uml and smp (make check), uml-nodebug (the benchmark's CPU
+# cost reference: the UML kernel without its debug options).
 kernel_arch() {
 	case $1 in
-	uml) echo um ;;
+	uml|uml-nodebug) echo um ;;
 	smp) echo x86_64 ;;
-	*) die "unknown target '$1' (uml or smp)" ;;
+	*) die "unknown target '$1' (uml, smp or uml-nodebug)" ;;
+	esac
+}
+
+# The config fragments of a target, in the order they are merged.
+kernel_frags() {
+	local c=$KEVD_TESTING/configs
+	case $1 in
+	uml) echo "$c/common.config $c/uml.config" ;;
+	smp) echo "$c/common.config $c/smp.config" ;;
+	uml-nodebug) echo "$c/common.config $c/uml.config $c/nodebug.config" ;;
 	esac
 }
 
 kernel_key() {
 	local t=$1
 	{
-		ksrc_version
-		cat "$KEVD_TESTING/configs/common.config" \
-		    "$KEVD_TESTING/configs/$t.config"
+		ksrc_id
+		# shellcheck disable=SC2046
+		cat $(kernel_frags "$t")
 		echo "base=$(kernel_base_config "$t")"
 	} | sha256sum | cut -c1-16
 }
 
 kernel_base_config() {
-	case $1 in
-	uml) echo tinyconfig ;;
-	smp) echo tinyconfig ;;
-	esac
+	echo tinyconfig
 }
 
 kernel_dir() {
 	echo "$KEVD_CACHE/$1-$(kernel_key "$1")"
 }
 
-# Every symbol a fragment sets must have survived olddefconfig: a silently
-# dropped option (a missing dependency) would give a kernel that tests less.
+# Every symbol the fragments set must have survived olddefconfig with the
+# value of the last fragment that sets it: a silently dropped option (a
+# missing dependency) would give a kernel that tests less.
 verify_config() {
-	local cfg=$1 frag line sym val bad=0
+	local cfg=$1 frag line sym bad=0
+	local -A want=()
 	shift
 	for frag in "$@"; do
 		while IFS= read -r line; do
 			case $line in
-			CONFIG_*=n) sym=${line%%=*}
-				grep -q "^$sym=" "$cfg" && { log "$frag: $sym is set"; bad=1; } ;;
-			CONFIG_*=*) sym=${line%%=*}; val=${line#*=}
-				grep -qx "$sym=$val" "$cfg" ||
-					{ log "$frag: $line not in .config"; bad=1; } ;;
+			CONFIG_*=*) want[${line%%=*}]=${line#*=} ;;
 			esac
 		done <"$frag"
+	done
+	for sym in "${!want[@]}"; do
+		if [ "${want[$sym]}" = n ]; then
+			grep -q "^$sym=" "$cfg" && { log "$sym is set"; bad=1; }
+		else
+			grep -qx "$sym=${want[$sym]}" "$cfg" ||
+				{ log "$sym=${want[$sym]} not in .config"; bad=1; }
+		fi
 	done
 	return $bad
 }
@@ -130,7 +168,7 @@ ensure_kernel() {
 	if [ ! -f "$dir/.complete" ]; then
 		rm -rf "$dir"
 		mkdir -p "$dir/obj"
-		frags="$KEVD_TESTING/configs/common.config $KEVD_TESTING/configs/$t.config"
+		frags=$(kernel_frags "$t")
 		log "building the $t kernel in $dir (about 15 min on 2 cores)"
 		(
 			set -e
