@@ -35,7 +35,8 @@ check-smp:
 run:
 	$(HARNESS) run
 
-# The benchmark (issue 6) on both test kernels: table, CSV, kevd-bench lines.
+# The benchmark (issue 6): table, CSV, kevd-bench lines; on uml-nodebug
+# (UML without debug options: the CPU cost reference), smp and uml.
 bench:
 	$(HARNESS) bench
 
