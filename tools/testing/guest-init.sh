@@ -100,6 +100,15 @@ modparams_suite() {
 	     default_qlen=0 default_qlen=1048577 nr_pollers=1025 nr_pollers=x
 	     default_policy=teardown default_policy=bogus default_policy=
 	     notify_check=sometimes"
+	rounds="1 2 3 4 5"
+	# Under QEMU TCG with KCSAN a load takes about a second: the parsing
+	# is the same code on both kernels, so the x86_64 kernel checks one
+	# bad value per parameter (UML checks them all).
+	if [ "$stage" = / ]; then
+		bad="poll_budget=0 default_qlen=1048577 nr_pollers=x
+		     default_policy=teardown notify_check=sometimes"
+		rounds="1 2"
+	fi
 	nbad=0
 	for b in $bad; do nbad=$((nbad + 1)); done
 	ktap_begin kevd_modparams $((nbad + 4))
@@ -138,7 +147,7 @@ modparams_suite() {
 
 	# Load and unload, repeatedly, with and without parameters.
 	ok=1
-	for i in 1 2 3 4 5; do
+	for i in $rounds; do
 		$MP kevd nr_pollers=$i || ok=0
 		rmmod kevd || ok=0
 		$MP kevd || ok=0
