@@ -22,31 +22,6 @@
 #include <linux/wait_bit.h>
 #include "kevd_internal.h"
 
-/**
- * kevd_event_stream() - the stream an event number belongs to.
- * @event_number: an &enum kevd_event_number value.
- *
- * Return: the stream, or KEVD_NR_STREAMS for an unknown number.
- */
-enum kevd_stream kevd_event_stream(u32 event_number)
-{
-	switch (event_number >> 12) {
-	case 0x00:
-		return KEVD_STREAM_DTO;
-	case 0x01:
-		return KEVD_STREAM_RMR_BIND;
-	case 0x02:
-		return KEVD_STREAM_CR;
-	case 0x04:
-		return KEVD_STREAM_CONNECTION;
-	case 0x08:
-		return KEVD_STREAM_ASYNC;
-	case 0x10:
-		return KEVD_STREAM_SOFTWARE;
-	}
-	return KEVD_NR_STREAMS;
-}
-
 static const u32 kevd_stream_flag[KEVD_NR_STREAMS] = {
 	[KEVD_STREAM_DTO]		= KEVD_DTO_FLAG,
 	[KEVD_STREAM_RMR_BIND]		= KEVD_RMR_BIND_FLAG,

@@ -186,8 +186,34 @@ int kevd_ring_post(struct kevd *evd, const struct kevd_event *ev,
 u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max);
 int kevd_ring_resize(struct kevd *evd, u32 qlen);
 
+/**
+ * kevd_event_stream() - the stream an event number belongs to.
+ * @event_number: an &enum kevd_event_number value.
+ *
+ * Inline: the ring's pop counts every event by stream.
+ *
+ * Return: the stream, or KEVD_NR_STREAMS for an unknown number.
+ */
+static inline enum kevd_stream kevd_event_stream(u32 event_number)
+{
+	switch (event_number >> 12) {
+	case 0x00:
+		return KEVD_STREAM_DTO;
+	case 0x01:
+		return KEVD_STREAM_RMR_BIND;
+	case 0x02:
+		return KEVD_STREAM_CR;
+	case 0x04:
+		return KEVD_STREAM_CONNECTION;
+	case 0x08:
+		return KEVD_STREAM_ASYNC;
+	case 0x10:
+		return KEVD_STREAM_SOFTWARE;
+	}
+	return KEVD_NR_STREAMS;
+}
+
 /* evd/evd.c */
-enum kevd_stream kevd_event_stream(u32 event_number);
 bool kevd_upcalls_enabled(int policy);
 void kevd_producer_done(struct kevd *evd);
 void kevd_wake_waiter(struct kevd *evd);

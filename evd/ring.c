@@ -130,12 +130,13 @@ static u32 __kevd_ring_free(struct kevd_ring *ring, bool headroom)
 static void __kevd_ring_push(struct kevd_ring *ring,
 			     const struct kevd_event *evs, u32 n)
 {
-	u32 prod = ring->prod;
+	struct kevd_event *slots = ring->slots;
+	u32 prod = ring->prod, mask = ring->mask;
 	u32 i;
 
 	lockdep_assert_held(&ring->prod_lock);
 	for (i = 0; i < n; i++)
-		ring->slots[(prod + i) & ring->mask] = evs[i];
+		slots[(prod + i) & mask] = evs[i];
 	/* release: the slots are written before a consumer sees prod */
 	smp_store_release(&ring->prod, prod + n);
 }
@@ -242,17 +243,21 @@ int kevd_ring_post(struct kevd *evd, const struct kevd_event *ev,
 u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max)
 {
 	struct kevd_ring *ring = &evd->ring;
+	u64 *delivered = evd->cstats.delivered;
+	const struct kevd_event *slots;
 	unsigned long flags;
-	u32 cons, n, i;
+	u32 cons, mask, n, i;
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
 	cons = ring->cons;
+	slots = ring->slots;
+	mask = ring->mask;
 	/* acquire: pairs with the producer's release of prod */
 	n = min(max, smp_load_acquire(&ring->prod) - cons);
 	for (i = 0; i < n; i++) {
-		evs[i] = ring->slots[(cons + i) & ring->mask];
+		evs[i] = slots[(cons + i) & mask];
 		evs[i].evd = evd;
-		evd->cstats.delivered[kevd_event_stream(evs[i].event_number)]++;
+		delivered[kevd_event_stream(evs[i].event_number)]++;
 	}
 	/* release: the slots are read before a producer reuses them */
 	smp_store_release(&ring->cons, cons + n);
