@@ -385,6 +385,24 @@ static void bench_2006_handler(struct ib_cq *cq, void *ctx)
 	}
 }
 
+/*
+ * Add the CQE of sequence number @seq to @cq, as the consumer function
+ * expects it (wr_cqe for the ib_core modes, else wr_id; seq in byte_len),
+ * stamping it in latency runs. @wc is the caller's, initialised once.
+ */
+static int bench_add(struct bench_run *r, struct ib_cq *cq, struct ib_wc *wc,
+		     u32 seq)
+{
+	if (r->ib_cqe)
+		wc->wr_cqe = &r->cqe;
+	else
+		wc->wr_id = seq;
+	wc->byte_len = seq;
+	if (r->lat)
+		r->ts[seq] = ktime_get_ns();
+	return fake_cq_add(cq, wc);
+}
+
 static void bench_nop_handler(struct ib_cq *cq, void *ctx)
 {
 }
@@ -445,9 +463,7 @@ static int bench_drain_thread(void *data)
 		end = min(i + depth, r->max_events);
 		t0 = ktime_get_ns();
 		for (; i < end; i++) {
-			wc.wr_id = i;
-			wc.byte_len = i;
-			if (fake_cq_add(cq, &wc)) {
+			if (bench_add(r, cq, &wc, i)) {
 				atomic_inc(&r->bad);
 				goto out;
 			}
@@ -549,14 +565,7 @@ static int bench_producer(void *data)
 				go = bench_pause(r, now, now);
 			continue;
 		}
-		if (r->ib_cqe)
-			wc.wr_cqe = &r->cqe;
-		else
-			wc.wr_id = i;
-		wc.byte_len = i;
-		if (r->lat)
-			r->ts[i] = ktime_get_ns();
-		if (fake_cq_add(cq, &wc)) {
+		if (bench_add(r, cq, &wc, i)) {
 			atomic_inc(&r->bad);
 			break;
 		}
@@ -891,6 +900,18 @@ static void bench_counters(struct bench_run *r, struct bench_sample *s)
 	s->upcalls_x1000 = div64_u64(upcalls * 1000, s->produced);
 }
 
+/* Stop a run's consumer thread, waking it if it waits in kevd_wait(). */
+static void bench_stop_consumer(struct bench_run *r,
+				struct task_struct *consumer)
+{
+	WRITE_ONCE(r->stop, true);
+	if (!consumer)
+		return;
+	if (r->evd)
+		kevd_set_unwaitable(r->evd, true);
+	bench_stop_thread(consumer);
+}
+
 /* One run of a single-CQ mode. */
 static int bench_one(enum bench_mode mode, u32 rate, u32 max_events, u32 ms,
 		     struct bench_sample *s)
@@ -910,11 +931,7 @@ static int bench_one(enum bench_mode mode, u32 rate, u32 max_events, u32 ms,
 	r->cqs = &cq;
 	r->ncqs = 1;
 	ret = bench_go(r, consumer, s);
-	if (consumer) {
-		if (r->evd)
-			kevd_set_unwaitable(r->evd, true);
-		bench_stop_thread(consumer);
-	}
+	bench_stop_consumer(r, consumer);
 	if (!ret) {
 		bench_counters(r, s);
 		bench_latency(r, s);
@@ -970,14 +987,8 @@ static int bench_burst(enum bench_mode mode, u32 n, u64 *cpu_x10,
 		WRITE_ONCE(r->target, end);
 		preempt_disable();
 		t0 = ktime_get_ns();
-		for (; i < end && !ret; i++) {
-			if (r->ib_cqe)
-				wc.wr_cqe = &r->cqe;
-			else
-				wc.wr_id = i;
-			wc.byte_len = i;
-			ret = fake_cq_add(cq, &wc);
-		}
+		for (; i < end && !ret; i++)
+			ret = bench_add(r, cq, &wc, i);
 		fill += ktime_get_ns() - t0;
 		bench_snap(&a);
 		preempt_enable();
@@ -987,12 +998,7 @@ static int bench_burst(enum bench_mode mode, u32 n, u64 *cpu_x10,
 		bench_snap(&b);
 		busy += bench_busy_ns(&a, &b);
 	}
-	WRITE_ONCE(r->stop, true);
-	if (consumer) {
-		if (r->evd)
-			kevd_set_unwaitable(r->evd, true);
-		bench_stop_thread(consumer);
-	}
+	bench_stop_consumer(r, consumer);
 	s.produced = i;
 	s.delivered = atomic_read(&r->delivered);
 	if (!ret && !bench_check(r, &s))
@@ -1322,13 +1328,39 @@ static noinline_for_stack int bench_all_bursts(void)
 	return 0;
 }
 
+/*
+ * The floor's CPU cost and the producer's, from fill and drain cycles
+ * (medians); the latter is subtracted from the busy time on a shared CPU.
+ */
+static noinline_for_stack int bench_calibrate(void)
+{
+	u64 v[BENCH_MAX_REPS], w[BENCH_MAX_REPS];
+	char buf[24];
+	int rep, ret;
+
+	for (rep = 0; rep < reps; rep++) {
+		ret = bench_drain(drain_events, &v[rep], &w[rep]);
+		if (ret)
+			return ret;
+	}
+	sort(v, reps, sizeof(u64), cmp_u64, NULL);
+	sort(w, reps, sizeof(u64), cmp_u64, NULL);
+	bs->floor_cpu_x10 = v[reps / 2];
+	bs->produce_ns_x10 = w[reps / 2];
+	pr_info("kevd-bench-calib kernel=%s producer_cpu_ns_per_ev=%s subtracted=%s\n",
+		kernel, bench_fix(buf, sizeof(buf), bs->produce_ns_x10, 1),
+		bs->shared ? "calibrated" : "task-time");
+	pr_info("kevd-bench-floor-drain kernel=%s events=%u cpu_ns_per_ev=%s\n",
+		kernel, drain_events,
+		bench_fix(buf, sizeof(buf), bs->floor_cpu_x10, 1));
+	return 0;
+}
+
 static int bench_all(void)
 {
 	struct bench_sample *s;
 	struct bench_scale sc[BENCH_MAX_SCALES];
-	size_t fill_off = offsetof(struct bench_sample, prod_ns_x10);
-	u64 v[BENCH_MAX_REPS];
-	char buf[3][24];
+	char buf[2][24];
 	int m, ri, rep, ret, i;
 	u32 rate;
 
@@ -1341,25 +1373,9 @@ static int bench_all(void)
 		bs->nohz ? "nohz-idle" : "tick-kcpustat", events, run_ms, reps,
 		depth);
 
-	/*
-	 * The floor's CPU cost and the producer's, from fill and drain
-	 * cycles; the latter is subtracted from the busy time on a shared
-	 * CPU.
-	 */
-	for (rep = 0; rep < reps; rep++) {
-		ret = bench_drain(drain_events, &v[rep], &s[rep].prod_ns_x10);
-		if (ret)
-			goto fail;
-	}
-	sort(v, reps, sizeof(u64), cmp_u64, NULL);
-	bs->floor_cpu_x10 = v[reps / 2];
-	bs->produce_ns_x10 = bench_med(s, reps, fill_off);
-	pr_info("kevd-bench-calib kernel=%s producer_cpu_ns_per_ev=%s subtracted=%s\n",
-		kernel, bench_fix(buf[0], sizeof(buf[0]), bs->produce_ns_x10, 1),
-		bs->shared ? "calibrated" : "task-time");
-	pr_info("kevd-bench-floor-drain kernel=%s events=%u cpu_ns_per_ev=%s\n",
-		kernel, drain_events,
-		bench_fix(buf[0], sizeof(buf[0]), bs->floor_cpu_x10, 1));
+	ret = bench_calibrate();
+	if (ret)
+		goto fail;
 
 	for (m = 0; m < BM_NR; m++) {
 		if (!bench_selected(bench_mode_name[m]))
