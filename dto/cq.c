@@ -189,7 +189,6 @@ static u32 kevd_cq_reserve(struct kevd *evd, u32 want)
  * kevd_cq_drain() - move completions from the CQ into the event ring.
  * @evd: the EVD; the caller owns it (KEVD_POLL_SCHED).
  * @wcs: room for KEVD_BATCH work completions.
- * @evs: room for KEVD_BATCH events.
  * @budget: at most this many completions.
  *
  * Stops early when the CQ is empty or the ring is full; in the latter
@@ -198,10 +197,9 @@ static u32 kevd_cq_reserve(struct kevd *evd, u32 want)
  * Context: the owning poller (process context).
  * Return: the number of completions moved.
  */
-u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs,
-		  struct kevd_event *evs, u32 budget)
+u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget)
 {
-	u32 done = 0, want, resv, i;
+	u32 done = 0, want, resv;
 	int n;
 
 	while (done < budget) {
@@ -212,9 +210,7 @@ u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs,
 		n = ib_poll_cq(evd->cq, resv, wcs);
 		if (n < 0)
 			n = 0;
-		for (i = 0; i < n; i++)
-			kevd_wc_to_event(&wcs[i], &evs[i]);
-		kevd_ring_commit(evd, evs, n, resv, KEVD_STREAM_DTO);
+		kevd_ring_commit_wcs(evd, wcs, n, resv);
 		done += n;
 		if (n < resv)
 			break;

@@ -387,6 +387,8 @@ EXPORT_SYMBOL_GPL(kevd_post_event);
  *
  * No queued or incoming event is lost or reordered, also while producers
  * and upcalls run. A successful resize also clears the overflowed state.
+ * The events of a SINGLE_INSTANCE batch whose upcalls are running (they
+ * are read in place) count as queued until the batch ends.
  *
  * Context: process context; may sleep.
  * Return: 0, -EINVAL for a bad argument, -EBUSY when the queued events do

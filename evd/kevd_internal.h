@@ -55,8 +55,12 @@ enum {
  * @prod: next slot to fill; written under @prod_lock, read anywhere.
  * @resv: slots reserved by a CQ drain in flight; under @prod_lock.
  * @prod_lock: serialises producers.
- * @cons: next slot to take; written under @cons_lock, read anywhere.
+ * @cons: first slot producers may not reuse; written under @cons_lock,
+ *	read anywhere. Equal to @head except during an in-place claim.
+ * @head: next slot to take; written under @cons_lock, read anywhere.
  * @cons_lock: serialises consumers.
+ * @stale: a slot array replaced by resize during a claim, or NULL; under
+ *	@cons_lock.
  * @slots: the events; replaced only by resize, under both locks.
  * @mask: number of slots minus one (a power of two minus one).
  * @headroom: slots kept for the streams that cannot wait.
@@ -70,11 +74,27 @@ struct kevd_ring {
 	spinlock_t prod_lock;	/* serialises producers */
 
 	u32 cons ____cacheline_aligned_in_smp;
+	u32 head;
 	spinlock_t cons_lock;	/* serialises consumers */
+	struct kevd_event *stale;
 
 	struct kevd_event *slots ____cacheline_aligned_in_smp;
 	u32 mask;
 	u32 headroom;
+};
+
+/**
+ * struct kevd_claim - events a SINGLE_INSTANCE batch delivers in place.
+ * @slots: the slot array they are in.
+ * @mask: its mask.
+ * @first: index of the first event.
+ * @n: number of events.
+ */
+struct kevd_claim {
+	struct kevd_event *slots;
+	u32 mask;
+	u32 first;
+	u32 n;
 };
 
 /* Producer-side counters: written under ring->prod_lock. */
@@ -179,11 +199,13 @@ u32 kevd_ring_qlen(const struct kevd_ring *ring);
 u32 kevd_ring_count(const struct kevd_ring *ring);
 size_t kevd_ring_bytes(const struct kevd_ring *ring);
 u32 kevd_ring_reserve(struct kevd *evd, u32 want);
-void kevd_ring_commit(struct kevd *evd, const struct kevd_event *evs,
-		      u32 n, u32 reserved, enum kevd_stream stream);
+void kevd_ring_commit_wcs(struct kevd *evd, const struct ib_wc *wcs,
+			  u32 n, u32 reserved);
 int kevd_ring_post(struct kevd *evd, const struct kevd_event *ev,
 		   enum kevd_stream stream, bool headroom);
 u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max);
+u32 kevd_ring_claim(struct kevd *evd, u32 max, struct kevd_claim *c);
+void kevd_ring_release(struct kevd *evd);
 int kevd_ring_resize(struct kevd *evd, u32 qlen);
 
 /**
@@ -257,8 +279,7 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 		   const struct kevd_attr *attr);
 void kevd_cq_destroy(struct kevd *evd);
 bool kevd_cq_busy(struct kevd *evd);
-u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs,
-		  struct kevd_event *evs, u32 budget);
+u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 
 /* dto/wc.c */
 void kevd_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev);
@@ -270,7 +291,6 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 		 struct kevd_event *evs, u32 budget, bool *handed_off);
 
 /* upcall_policy/notify.c */
-bool kevd_arm_and_check(struct kevd *evd, struct ib_wc *wcs,
-			struct kevd_event *evs);
+bool kevd_arm_and_check(struct kevd *evd, struct ib_wc *wcs);
 
 #endif /* _KEVD_INTERNAL_H */

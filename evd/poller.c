@@ -41,7 +41,7 @@
  * @in_upcall: the EVD whose upcall the thread runs now, or NULL.
  * @idx: index in the pool.
  * @wcs: work completions of a CQ drain.
- * @evs: events of a drain or of an upcall batch.
+ * @evs: events of a MANY upcall batch.
  */
 struct kevd_poller {
 	spinlock_t lock;	/* guards run_list */
@@ -254,7 +254,7 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 	while (work < budget) {
 		got = 0;
 		if (evd->cq)
-			got = kevd_cq_drain(evd, p->wcs, p->evs,
+			got = kevd_cq_drain(evd, p->wcs,
 					    min(budget - work, (u32)KEVD_BATCH));
 		drained += got;
 		done = kevd_deliver(evd, p, p->evs, budget - work, &handed_off);
@@ -266,7 +266,7 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 	}
 	if (notified && !drained)
 		evd->postats.empty_notifications++;
-	if (work >= budget || kevd_arm_and_check(evd, p->wcs, p->evs)) {
+	if (work >= budget || kevd_arm_and_check(evd, p->wcs)) {
 		kevd_enqueue(p, evd);
 		return;
 	}

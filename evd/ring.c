@@ -12,6 +12,15 @@
  *   - resize takes cons_lock, then prod_lock, and alone replaces the slot
  *     array.
  *
+ * Consumers take events at ring->head. ring->cons, which producers read,
+ * follows it, except while the owner of a SINGLE_INSTANCE EVD delivers a
+ * batch in place (kevd_ring_claim()): then [cons, head) are slots the
+ * upcalls read, and they stay out of the producers' reach until
+ * kevd_ring_release() moves cons up to head. There is at most one claim:
+ * only the owning poller claims, and it releases before it lets go. A
+ * resize during a claim keeps the claimed array (ring->stale) for the
+ * release to free.
+ *
  * Indices run free (u32, wrapping) and are never reset, so a lockless
  * reader of prod - cons sees a sane count even across a resize. The
  * producer publishes slots with smp_store_release(&prod) and reads cons
@@ -64,7 +73,7 @@ size_t kevd_ring_bytes(const struct kevd_ring *ring)
  */
 u32 kevd_ring_count(const struct kevd_ring *ring)
 {
-	return READ_ONCE(ring->prod) - READ_ONCE(ring->cons);
+	return READ_ONCE(ring->prod) - READ_ONCE(ring->head);
 }
 
 static int kevd_ring_slots(u32 qlen, u32 headroom, u32 *size)
@@ -99,7 +108,9 @@ int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom)
 	ring->headroom = headroom;
 	ring->prod = 0;
 	ring->cons = 0;
+	ring->head = 0;
 	ring->resv = 0;
+	ring->stale = NULL;
 	spin_lock_init(&ring->prod_lock);
 	spin_lock_init(&ring->cons_lock);
 	return 0;
@@ -111,6 +122,7 @@ int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom)
  */
 void kevd_ring_destroy(struct kevd_ring *ring)
 {
+	WARN_ON_ONCE(ring->stale);	/* a claim outlived its EVD */
 	kvfree(ring->slots);
 	ring->slots = NULL;
 }
@@ -126,19 +138,17 @@ static u32 __kevd_ring_free(struct kevd_ring *ring, bool headroom)
 	return used >= limit ? 0 : limit - used;
 }
 
-/* Publish @n events at prod; ring->prod_lock held. */
-static void __kevd_ring_push(struct kevd_ring *ring,
-			     const struct kevd_event *evs, u32 n)
+/* Publish @ev at prod; ring->prod_lock held. */
+static void __kevd_ring_push(struct kevd *evd, const struct kevd_event *ev)
 {
-	struct kevd_event *slots = ring->slots;
-	u32 prod = ring->prod, mask = ring->mask;
-	u32 i;
+	struct kevd_ring *ring = &evd->ring;
+	struct kevd_event *slot = &ring->slots[ring->prod & ring->mask];
 
 	lockdep_assert_held(&ring->prod_lock);
-	for (i = 0; i < n; i++)
-		slots[(prod + i) & mask] = evs[i];
-	/* release: the slots are written before a consumer sees prod */
-	smp_store_release(&ring->prod, prod + n);
+	*slot = *ev;
+	slot->evd = evd;
+	/* release: the slot is written before a consumer sees prod */
+	smp_store_release(&ring->prod, ring->prod + 1);
 }
 
 /**
@@ -147,7 +157,8 @@ static void __kevd_ring_push(struct kevd_ring *ring,
  * @want: slots wanted.
  *
  * Context: any; takes ring->prod_lock.
- * Return: slots reserved, 0 .. @want; kevd_ring_commit() gives them back.
+ * Return: slots reserved, 0 .. @want; kevd_ring_commit_wcs() gives
+ * them back.
  */
 u32 kevd_ring_reserve(struct kevd *evd, u32 want)
 {
@@ -163,29 +174,42 @@ u32 kevd_ring_reserve(struct kevd *evd, u32 want)
 }
 
 /**
- * kevd_ring_commit() - publish events into reserved slots.
+ * kevd_ring_commit_wcs() - convert work completions into reserved slots.
  * @evd: the EVD.
- * @evs: the events.
+ * @wcs: the work completions, in CQ order.
  * @n: how many; at most @reserved.
  * @reserved: what kevd_ring_reserve() gave; all of it is released.
- * @stream: the stream of the events, for the statistics.
  *
- * One lock round-trip for the whole batch. Only the owning poller
- * commits (it delivers upcalls in the same pass), so this wakes a waiter
- * but does not schedule the EVD.
+ * Each completion is converted straight into its slot, so a DTO event is
+ * written once on its way in. Every slot carries its EVD from here (and
+ * from kevd_ring_post()), so consumers never write to a slot. One lock
+ * round-trip for the whole batch. Only the owning poller commits (it
+ * delivers upcalls in the same pass), so this wakes a waiter but does not
+ * schedule the EVD.
  *
  * Context: any; takes ring->prod_lock.
  */
-void kevd_ring_commit(struct kevd *evd, const struct kevd_event *evs,
-		      u32 n, u32 reserved, enum kevd_stream stream)
+void kevd_ring_commit_wcs(struct kevd *evd, const struct ib_wc *wcs,
+			  u32 n, u32 reserved)
 {
 	struct kevd_ring *ring = &evd->ring;
+	struct kevd_event *slots, *slot;
 	unsigned long flags;
+	u32 prod, mask, i;
 
 	spin_lock_irqsave(&ring->prod_lock, flags);
 	ring->resv -= reserved;
-	__kevd_ring_push(ring, evs, n);
-	evd->pstats.posted[stream] += n;
+	slots = ring->slots;
+	prod = ring->prod;
+	mask = ring->mask;
+	for (i = 0; i < n; i++) {
+		slot = &slots[(prod + i) & mask];
+		kevd_wc_to_event(&wcs[i], slot);
+		slot->evd = evd;
+	}
+	/* release: the slots are written before a consumer sees prod */
+	smp_store_release(&ring->prod, prod + n);
+	evd->pstats.posted[KEVD_STREAM_DTO] += n;
 	if (n > evd->pstats.max_batch)
 		evd->pstats.max_batch = n;
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
@@ -216,7 +240,7 @@ int kevd_ring_post(struct kevd *evd, const struct kevd_event *ev,
 
 	spin_lock_irqsave(&ring->prod_lock, flags);
 	if (__kevd_ring_free(ring, headroom)) {
-		__kevd_ring_push(ring, ev, 1);
+		__kevd_ring_push(evd, ev);
 		evd->pstats.posted[stream]++;
 	} else {
 		ret = -ENOSPC;
@@ -231,10 +255,32 @@ int kevd_ring_post(struct kevd *evd, const struct kevd_event *ev,
 	return ret;
 }
 
+/*
+ * Count @n events taken at @head for the statistics; cons_lock held. DTO
+ * events (numbers below 0x1000) are counted once per batch, as what the
+ * others leave: per event there is one compare, no read-modify-write.
+ */
+static void __kevd_ring_account(struct kevd *evd, u32 head, u32 n)
+{
+	const struct kevd_event *slots = evd->ring.slots;
+	u64 *delivered = evd->cstats.delivered;
+	u32 mask = evd->ring.mask, dto = n, num, i;
+
+	lockdep_assert_held(&evd->ring.cons_lock);
+	for (i = 0; i < n; i++) {
+		num = slots[(head + i) & mask].event_number;
+		if (unlikely(num >> 12)) {
+			delivered[kevd_event_stream(num)]++;
+			dto--;
+		}
+	}
+	delivered[KEVD_STREAM_DTO] += dto;
+}
+
 /**
  * kevd_ring_pop() - take up to @max events, oldest first.
  * @evd: the EVD.
- * @evs: where to copy them; ->evd is set.
+ * @evs: where to copy them.
  * @max: at most this many.
  *
  * Context: any; takes ring->cons_lock.
@@ -243,26 +289,83 @@ int kevd_ring_post(struct kevd *evd, const struct kevd_event *ev,
 u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max)
 {
 	struct kevd_ring *ring = &evd->ring;
-	u64 *delivered = evd->cstats.delivered;
 	const struct kevd_event *slots;
 	unsigned long flags;
-	u32 cons, mask, n, i;
+	u32 head, mask, n, i;
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
-	cons = ring->cons;
+	head = ring->head;
 	slots = ring->slots;
 	mask = ring->mask;
 	/* acquire: pairs with the producer's release of prod */
-	n = min(max, smp_load_acquire(&ring->prod) - cons);
-	for (i = 0; i < n; i++) {
-		evs[i] = slots[(cons + i) & mask];
-		evs[i].evd = evd;
-		delivered[kevd_event_stream(evs[i].event_number)]++;
-	}
-	/* release: the slots are read before a producer reuses them */
-	smp_store_release(&ring->cons, cons + n);
+	n = min(max, smp_load_acquire(&ring->prod) - head);
+	for (i = 0; i < n; i++)
+		evs[i] = slots[(head + i) & mask];
+	__kevd_ring_account(evd, head, n);
+	ring->head = head + n;
+	/* no claim: give the slots to producers (else the release will) */
+	if (ring->cons == head)
+		/* release: the slots are read before a producer reuses them */
+		smp_store_release(&ring->cons, head + n);
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	return n;
+}
+
+/**
+ * kevd_ring_claim() - take up to @max events to deliver in place.
+ * @evd: the EVD; the caller owns it and delivers SINGLE_INSTANCE upcalls.
+ * @max: at most this many.
+ * @c: the claimed events: @c->n slots from @c->first in @c->slots.
+ *
+ * The events leave the queue (dequeue and count no longer see them) but
+ * their slots are not given back to producers until kevd_ring_release():
+ * upcalls read them where the producer wrote them, with no copy.
+ *
+ * Context: the owning poller; takes ring->cons_lock.
+ * Return: @c->n, the number of events claimed.
+ */
+u32 kevd_ring_claim(struct kevd *evd, u32 max, struct kevd_claim *c)
+{
+	struct kevd_ring *ring = &evd->ring;
+	unsigned long flags;
+
+	spin_lock_irqsave(&ring->cons_lock, flags);
+	c->slots = ring->slots;
+	c->mask = ring->mask;
+	c->first = ring->head;
+	c->n = 0;
+	/* at most one claim; the previous one was released */
+	if (!WARN_ON_ONCE(ring->cons != ring->head))
+		/* acquire: pairs with the producer's release of prod */
+		c->n = min(max, smp_load_acquire(&ring->prod) - c->first);
+	__kevd_ring_account(evd, c->first, c->n);
+	ring->head = c->first + c->n;
+	spin_unlock_irqrestore(&ring->cons_lock, flags);
+	return c->n;
+}
+
+/**
+ * kevd_ring_release() - give the slots of a claim back to producers.
+ * @evd: the EVD whose claim ended (every upcall of it returned).
+ *
+ * Also takes any events dequeued during the claim off the producers'
+ * books, and frees a slot array a resize replaced meanwhile.
+ *
+ * Context: the owning poller; takes ring->cons_lock; may free memory.
+ */
+void kevd_ring_release(struct kevd *evd)
+{
+	struct kevd_ring *ring = &evd->ring;
+	struct kevd_event *stale;
+	unsigned long flags;
+
+	spin_lock_irqsave(&ring->cons_lock, flags);
+	stale = ring->stale;
+	ring->stale = NULL;
+	/* release: the upcalls are done with the slots */
+	smp_store_release(&ring->cons, ring->head);
+	spin_unlock_irqrestore(&ring->cons_lock, flags);
+	kvfree(stale);
 }
 
 /**
@@ -272,7 +375,9 @@ u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max)
  *
  * Events keep their indices: slot i of the old array goes to slot i of
  * the new one, so order, counts and lockless readers are unaffected.
- * Slots reserved by a CQ drain in flight count as used.
+ * Slots reserved by a CQ drain in flight, and slots claimed by upcalls
+ * running now (kevd_ring_claim()), count as used; the claimed ones stay
+ * in the old array, which the release frees.
  *
  * Context: process context; may sleep. Takes cons_lock, then prod_lock.
  * Return: 0, -EINVAL for a bad @qlen, -ENOMEM, or -EBUSY when more events
@@ -302,9 +407,12 @@ int kevd_ring_resize(struct kevd *evd, u32 qlen)
 		kvfree(slots);
 		return -EBUSY;
 	}
-	for (i = ring->cons; i != ring->prod; i++)
+	for (i = ring->head; i != ring->prod; i++)
 		slots[i & (size - 1)] = ring->slots[i & ring->mask];
 	old = ring->slots;
+	/* A claim reads the array it claimed from: keep that one alive. */
+	if (ring->cons != ring->head && !ring->stale)
+		swap(old, ring->stale);
 	ring->slots = slots;
 	ring->mask = size - 1;
 	spin_unlock(&ring->prod_lock);

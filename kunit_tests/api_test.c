@@ -255,6 +255,98 @@ static void kevd_api_invoc_any(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 }
 
+/* What the upcall of kevd_api_in_place saw and did, for the test thread. */
+struct in_place_rec {
+	struct kevd *evd;
+	atomic_t calls;
+	unsigned long seen[8];
+	struct kevd *first_evd;
+	unsigned long first_after;	/* event 0 read again after resizes */
+	int grow_rc;
+	int shrink_rc;
+	int post_rc;
+	int dequeue_rc;
+	unsigned long dequeued;
+	u32 count_inside;
+	u32 qlen_inside;
+};
+
+static void in_place_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct in_place_rec *r = ctx;
+	int n = atomic_read(&r->calls);
+	struct kevd_event out = {};
+	struct kevd_param p;
+
+	if (n < ARRAY_SIZE(r->seen))
+		r->seen[n] = (unsigned long)ev->software.pointer;
+	if (n == 0) {
+		r->first_evd = ev->evd;
+		/* Claimed events count as used until the batch ends. */
+		r->shrink_rc = kevd_resize(r->evd, 2);
+		/* Grow twice: the array ev is in must outlive both. */
+		r->grow_rc = kevd_resize(r->evd, 64);
+		if (!r->grow_rc)
+			r->grow_rc = kevd_resize(r->evd, 200);
+		r->first_after = (unsigned long)ev->software.pointer;
+		/* An event posted now comes after the claim: dequeue gets it. */
+		r->post_rc = kevd_post_se(r->evd, ptr(100));
+		r->dequeue_rc = kevd_dequeue(r->evd, &out);
+		r->dequeued = (unsigned long)out.software.pointer;
+		if (!kevd_query(r->evd, &p)) {
+			r->count_inside = p.count;
+			r->qlen_inside = p.qlen;
+		}
+	}
+	atomic_inc(&r->calls);
+}
+
+/*
+ * SINGLE_INSTANCE upcalls read their events in place: resize and dequeue
+ * from inside an upcall neither lose nor move what the batch holds.
+ */
+static void kevd_api_in_place(struct kunit *test)
+{
+	struct kevd_upcall up = { in_place_upcall, NULL };
+	struct in_place_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct kevd_event ev;
+	struct kevd_param p;
+	unsigned long i;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	r->evd = sw_evd(test, 8);
+	up.ctx = r;
+	for (i = 0; i < 6; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(r->evd, ptr(i)), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(r->evd,
+						 KEVD_UPCALL_SINGLE_INSTANCE,
+						 &up, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->calls, 6));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(r->evd, KEVD_UPCALL_DISABLE,
+						 NULL, 0), 0);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->calls), 6);
+	for (i = 0; i < 6; i++)
+		KUNIT_EXPECT_EQ(test, r->seen[i], i);
+	KUNIT_EXPECT_EQ(test, r->shrink_rc, -EBUSY);
+	KUNIT_EXPECT_EQ(test, r->grow_rc, 0);
+	KUNIT_EXPECT_EQ(test, r->first_after, 0UL);
+	KUNIT_EXPECT_PTR_EQ(test, r->first_evd, r->evd);
+	KUNIT_EXPECT_EQ(test, r->post_rc, 0);
+	KUNIT_EXPECT_EQ(test, r->dequeue_rc, 0);
+	KUNIT_EXPECT_EQ(test, r->dequeued, 100UL);
+	KUNIT_EXPECT_EQ(test, r->count_inside, 0U);
+	KUNIT_EXPECT_GE(test, r->qlen_inside, 200U);
+
+	/* The batch is over: its slots are free again, shrinking works. */
+	KUNIT_EXPECT_EQ(test, kevd_resize(r->evd, 2), 0);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(r->evd, &ev), -EAGAIN);
+	KUNIT_ASSERT_EQ(test, kevd_query(r->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_SOFTWARE], 7ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_SOFTWARE], 7ULL);
+	KUNIT_EXPECT_EQ(test, kevd_free(r->evd), 0);
+}
+
 /* INVOC_NEW waits for an arrival, then delivers oldest first. */
 static void kevd_api_invoc_new(struct kunit *test)
 {
@@ -542,6 +634,7 @@ static struct kunit_case kevd_api_cases[] = {
 	KUNIT_CASE(kevd_api_modify_upcall_errors),
 	KUNIT_CASE(kevd_api_invoc_any),
 	KUNIT_CASE(kevd_api_invoc_new),
+	KUNIT_CASE(kevd_api_in_place),
 	KUNIT_CASE(kevd_api_notify),
 	KUNIT_CASE(kevd_api_teardown_inside_upcall),
 	KUNIT_CASE(kevd_api_wait),

@@ -463,16 +463,23 @@ static void kevd_conc_free_waits_for_upcall(struct kunit *test)
 
 static int resizer_sizes[] = { 4, 64, 16, 1024, 8, 200, 2 };
 
-/* resize up and down while producers post and a consumer dequeues. */
-static void kevd_conc_resize_under_load(struct kunit *test)
+/*
+ * resize up and down while producers post and consumers take events: a
+ * thread that dequeues and, with @upcall, SINGLE_INSTANCE upcalls, whose
+ * batches are read in place while resizes replace the slot array.
+ */
+static void resize_under_load(struct kunit *test, bool upcall)
 {
 	struct stress *s = stress_new(test, stress_n() / 2, 1000);
+	struct kevd_upcall up = { stress_upcall, &s->cons[1] };
 	struct producer p[NPROD];
 	struct task_struct *dq;
 	int i = 0, ok = 0, busy = 0, rc;
 
 	s->evd = kevd_test_create(test, 32, KEVD_SOFTWARE_FLAG,
-				  KEVD_UPCALL_DISABLE, NULL, 0);
+				  upcall ? KEVD_UPCALL_SINGLE_INSTANCE :
+					   KEVD_UPCALL_DISABLE,
+				  upcall ? &up : NULL, KEVD_UPCALL_INVOC_ANY);
 	dq = kthread_run(dequeue_fn, &s->cons[0], "kevd_test_dq");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(dq));
 	stress_start_producers(test, s, p, NPROD);
@@ -491,10 +498,24 @@ static void kevd_conc_resize_under_load(struct kunit *test)
 	}
 	stress_stop_producers(s, p, NPROD);
 	kthread_stop(dq);
+	if (upcall)
+		KUNIT_EXPECT_EQ(test, kevd_modify_upcall(s->evd,
+							 KEVD_UPCALL_TEARDOWN,
+							 NULL, 0), 0);
 	stress_expect_exact(test, s);
 	KUNIT_EXPECT_GT(test, ok, 0);
 	kunit_info(test, "resizes: %d done, %d refused (-EBUSY)", ok, busy);
 	KUNIT_EXPECT_EQ(test, kevd_free(s->evd), 0);
+}
+
+static void kevd_conc_resize_under_load(struct kunit *test)
+{
+	resize_under_load(test, false);
+}
+
+static void kevd_conc_resize_under_upcalls(struct kunit *test)
+{
+	resize_under_load(test, true);
 }
 
 static struct kunit_case kevd_conc_cases[] = {
@@ -505,6 +526,7 @@ static struct kunit_case kevd_conc_cases[] = {
 	KUNIT_CASE(kevd_conc_teardown_under_load),
 	KUNIT_CASE(kevd_conc_free_waits_for_upcall),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_load),
+	KUNIT_CASE_SLOW(kevd_conc_resize_under_upcalls),
 	{}
 };
 

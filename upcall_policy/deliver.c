@@ -5,16 +5,20 @@
  *
  * A batch: under evd->lock the poller snapshots the policy, the upcall
  * object and the INVOC_NEW gate, and counts the batch in
- * evd->upcalls_running; it pops up to KEVD_BATCH events (one lock
- * round-trip), calls the upcall for each, then uncounts the batch with an
- * atomic (no lock) and wakes TEARDOWN/free if one sleeps. Events popped
+ * evd->upcalls_running; it takes up to KEVD_BATCH events (one lock
+ * round-trip, and one more to give in-place slots back), calls the upcall
+ * for each, then uncounts the batch with an atomic (no lock) and wakes
+ * TEARDOWN/free if one sleeps. Events taken
  * are delivered even if the policy changes meanwhile: exactly once, never
  * back to the ring.
  *
  *   SINGLE_INSTANCE: the owner delivers; ownership is exclusive, so two
- *	upcalls of one EVD never overlap.
- *   MANY: after popping, if more events wait, the owner hands the EVD to
- *	the next poller before delivering, so batches run concurrently.
+ *	upcalls of one EVD never overlap. The batch is claimed in the ring
+ *	and the upcalls read the slots in place (kevd_ring_claim()): an event
+ *	is written once, by the CQ drain or the poster, and never copied.
+ *   MANY: the owner pops (copies) the batch, and if more events wait,
+ *	hands the EVD to the next poller before delivering, so batches run
+ *	concurrently.
  *   NOTIFY: one doorbell (ev == NULL) per pass in which events arrived
  *	since the last doorbell; the consumer dequeues.
  *
@@ -64,6 +68,25 @@ static void kevd_deliver_end(struct kevd *evd)
 		wake_up(&evd->wq);
 }
 
+/* SINGLE_INSTANCE: a batch read in place; ownership makes it the only one. */
+static u32 kevd_deliver_in_place(struct kevd *evd, struct kevd_poller *p,
+				 const struct kevd_upcall *upcall, u32 max)
+{
+	struct kevd_claim c;
+	u32 i;
+
+	if (!kevd_ring_claim(evd, max, &c))
+		return 0;
+	evd->postats.upcalls += c.n;
+	kevd_poller_enter_upcall(p, evd);
+	for (i = 0; i < c.n; i++)
+		upcall->func(upcall->ctx, &c.slots[(c.first + i) & c.mask],
+			     i + 1 < c.n || kevd_ring_count(&evd->ring));
+	kevd_poller_enter_upcall(p, NULL);
+	kevd_ring_release(evd);
+	return c.n;
+}
+
 /**
  * kevd_deliver() - deliver one batch of upcalls, as the policy says.
  * @evd: the EVD; the caller (@p) owns it.
@@ -94,6 +117,12 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 		kevd_poller_enter_upcall(p, NULL);
 		kevd_deliver_end(evd);
 		return 1;
+	}
+	if (policy == KEVD_UPCALL_SINGLE_INSTANCE) {
+		n = kevd_deliver_in_place(evd, p, &upcall,
+					  min_t(u32, budget, KEVD_BATCH));
+		kevd_deliver_end(evd);
+		return n;
 	}
 
 	n = kevd_ring_pop(evd, evs, min_t(u32, budget, KEVD_BATCH));

@@ -34,7 +34,6 @@
  * kevd_arm_and_check() - arm the CQ of an idle EVD and check for misses.
  * @evd: the EVD; the caller owns it.
  * @wcs: room for one work completion.
- * @evs: room for one event.
  *
  * A CQ whose drain stopped at a full ring is not armed: the consumer's
  * next dequeue reschedules the EVD.
@@ -42,8 +41,7 @@
  * Context: the owning poller thread.
  * Return: true if the EVD needs another pass.
  */
-bool kevd_arm_and_check(struct kevd *evd, struct ib_wc *wcs,
-			struct kevd_event *evs)
+bool kevd_arm_and_check(struct kevd *evd, struct ib_wc *wcs)
 {
 	enum ib_cq_notify_flags how;
 	int mode, ret;
@@ -61,7 +59,7 @@ bool kevd_arm_and_check(struct kevd *evd, struct ib_wc *wcs,
 	}
 	if (mode == KEVD_CHECK_REPORT)
 		return false;
-	if (kevd_cq_drain(evd, wcs, evs, 1)) {
+	if (kevd_cq_drain(evd, wcs, 1)) {
 		evd->postats.repolls++;
 		return true;
 	}

@@ -300,7 +300,9 @@ struct kevd_event {
 /**
  * typedef kevd_upcall_func - a consumer upcall.
  * @ctx: the instance data of the upcall object.
- * @ev: the event; NULL for a %KEVD_UPCALL_NOTIFY doorbell.
+ * @ev: the event; NULL for a %KEVD_UPCALL_NOTIFY doorbell. It is valid
+ *	only until the upcall returns (under SINGLE_INSTANCE it is the slot
+ *	of the EVD's ring itself): copy what is needed later.
  * @more_events: true if, when the upcall was invoked, more events were
  *	queued on the EVD or taken for delivery after this one.
  *
