@@ -39,8 +39,13 @@
 #define KEVD_MAX_QLEN		BIT(20)
 /* Slots only the streams that cannot wait (CR, connection, async) use. */
 #define KEVD_HEADROOM		8
-/* Work completions polled per ib_poll_cq() call; events per batch. */
-#define KEVD_BATCH		16
+/*
+ * Work completions polled per ib_poll_cq() call, and events per
+ * SINGLE_INSTANCE batch (delivered in place). MANY copies its batches
+ * out, smaller ones, so that more of them run side by side.
+ */
+#define KEVD_BATCH		64
+#define KEVD_MANY_BATCH		16
 
 /* Bits of kevd->poll_state. */
 enum {

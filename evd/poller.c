@@ -50,7 +50,7 @@ struct kevd_poller {
 	struct kevd *in_upcall;
 	unsigned int idx;
 	struct ib_wc wcs[KEVD_BATCH];
-	struct kevd_event evs[KEVD_BATCH];
+	struct kevd_event evs[KEVD_MANY_BATCH];
 } ____cacheline_aligned_in_smp;
 
 static struct kevd_poller *kevd_pollers;

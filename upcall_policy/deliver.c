@@ -91,7 +91,7 @@ static u32 kevd_deliver_in_place(struct kevd *evd, struct kevd_poller *p,
  * kevd_deliver() - deliver one batch of upcalls, as the policy says.
  * @evd: the EVD; the caller (@p) owns it.
  * @p: the poller.
- * @evs: room for KEVD_BATCH events.
+ * @evs: room for KEVD_MANY_BATCH events.
  * @budget: at most this many events.
  * @handed_off: set when ownership went to another poller (MANY); the
  *	caller must not touch @evd afterwards.
@@ -125,7 +125,7 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 		return n;
 	}
 
-	n = kevd_ring_pop(evd, evs, min_t(u32, budget, KEVD_BATCH));
+	n = kevd_ring_pop(evd, evs, min_t(u32, budget, KEVD_MANY_BATCH));
 	if (!n) {
 		kevd_deliver_end(evd);
 		return 0;
