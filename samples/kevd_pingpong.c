@@ -4,7 +4,7 @@
  *
  * For each device it finds through an ib_client (all, or those named in
  * the "device" parameter), it creates a PD, a DTO EVD and a connection
- * EVD, and a connected pair of RC QPs on that device:
+ * EVD, and a connected pair of RC QPs on that device (kevd_rc.c):
  *   - RoCE (rxe): raw ib_modify_qp() to RTS with the port's GID;
  *   - iWARP (siw): rdma_cm to the "addr" parameter, an IPv6 address of
  *     the siw device's netdev (rdma_cm refuses lo and 127/8 elsewhere;
@@ -37,14 +37,11 @@
  */
 #include <linux/bitmap.h>
 #include <linux/completion.h>
-#include <linux/in.h>
-#include <linux/inet.h>
 #include <linux/module.h>
 #include <linux/slab.h>
-#include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
-#include <rdma/rdma_cm.h>
 #include <kevd/kevd.h>
+#include "kevd_rc.h"
 
 static char *device = "";
 module_param(device, charp, 0444);
@@ -95,8 +92,7 @@ struct pp_dev;
 
 struct pp_side {
 	struct pp_dev *d;
-	struct ib_qp *qp;
-	struct rdma_cm_id *cm;
+	struct ib_qp *qp;	/* d->rc.qp[side], once connected */
 	u8 *buf;
 	u64 dma;
 };
@@ -119,11 +115,7 @@ struct pp_dev {
 	struct kevd *evd;
 	struct kevd *cevd;
 	struct pp_side side[2];
-	struct rdma_cm_id *listen;
-	struct completion cm_done;
-	atomic_t cm_established;
-	atomic_t cm_disconnected;
-	int cm_err;
+	struct kevd_rc rc;
 	struct pp_rec rec;
 	bool failed;
 };
@@ -500,71 +492,9 @@ static int pp_run_mode(struct pp_dev *d, int m)
 	return rc;
 }
 
-/* --- connection: raw RoCE ------------------------------------------- */
-
-static int pp_raw_connect(struct pp_dev *d)
-{
-	struct ib_qp_attr attr;
-	union ib_gid gid;
-	int rc, i;
-
-	rc = rdma_query_gid(d->dev, 1, 0, &gid);
-	if (rc)
-		return rc;
-	for (i = 0; i < 2; i++) {
-		struct ib_qp *qp = d->side[i].qp;
-		struct ib_qp *peer = d->side[!i].qp;
-
-		memset(&attr, 0, sizeof(attr));
-		attr.qp_state = IB_QPS_INIT;
-		attr.port_num = 1;
-		attr.qp_access_flags = IB_ACCESS_LOCAL_WRITE |
-				       IB_ACCESS_REMOTE_WRITE |
-				       IB_ACCESS_REMOTE_READ;
-		rc = ib_modify_qp(qp, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX |
-				  IB_QP_PORT | IB_QP_ACCESS_FLAGS);
-		if (rc)
-			return rc;
-		memset(&attr, 0, sizeof(attr));
-		attr.qp_state = IB_QPS_RTR;
-		attr.path_mtu = IB_MTU_1024;
-		attr.dest_qp_num = peer->qp_num;
-		attr.max_dest_rd_atomic = 1;
-		attr.min_rnr_timer = 12;
-		attr.ah_attr.type = rdma_ah_find_type(d->dev, 1);
-		rdma_ah_set_port_num(&attr.ah_attr, 1);
-		rdma_ah_set_grh(&attr.ah_attr, &gid, 0, 0, 1, 0);
-		/* Kernel users resolve the destination MAC themselves. */
-		rdma_get_ll_mac((struct in6_addr *)gid.raw,
-				attr.ah_attr.roce.dmac);
-		rc = ib_modify_qp(qp, &attr, IB_QP_STATE | IB_QP_AV |
-				  IB_QP_PATH_MTU | IB_QP_DEST_QPN |
-				  IB_QP_RQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC |
-				  IB_QP_MIN_RNR_TIMER);
-		if (rc)
-			return rc;
-	}
-	for (i = 0; i < 2; i++) {
-		memset(&attr, 0, sizeof(attr));
-		attr.qp_state = IB_QPS_RTS;
-		attr.timeout = 14;
-		attr.retry_cnt = 7;
-		attr.rnr_retry = 7;
-		attr.max_rd_atomic = 1;
-		rc = ib_modify_qp(d->side[i].qp, &attr, IB_QP_STATE |
-				  IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
-				  IB_QP_RNR_RETRY | IB_QP_SQ_PSN |
-				  IB_QP_MAX_QP_RD_ATOMIC);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
 static void pp_qp_init_attr(struct pp_dev *d, struct pp_side *s,
 			    struct ib_qp_init_attr *init)
 {
-	memset(init, 0, sizeof(*init));
 	init->send_cq = kevd_cq(d->evd);
 	init->recv_cq = kevd_cq(d->evd);
 	init->qp_context = s;
@@ -576,157 +506,25 @@ static void pp_qp_init_attr(struct pp_dev *d, struct pp_side *s,
 	init->qp_type = IB_QPT_RC;
 }
 
-/* --- connection: rdma_cm (iWARP) ------------------------------------- */
-
-static void pp_post_conn(struct pp_dev *d, u32 number, struct pp_side *s)
+/* The connection stream: rdma_cm's events go into the connection EVD. */
+static void pp_cm_event(struct kevd_rc *rc, int side,
+			enum rdma_cm_event_type event)
 {
+	struct pp_dev *d = container_of(rc, struct pp_dev, rc);
 	struct kevd_event ev = {
-		.event_number = number,
-		.connection = { .ep = s },
+		.event_number = event == RDMA_CM_EVENT_ESTABLISHED ?
+				KEVD_CONNECTION_EVENT_ESTABLISHED :
+				KEVD_CONNECTION_EVENT_DISCONNECTED,
+		.connection = { .ep = &d->side[side] },
 	};
 
 	kevd_post_event(d->cevd, &ev);
-}
-
-static int pp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *event)
-{
-	struct pp_side *s = id->context;
-	struct pp_dev *d = s->d;
-	struct rdma_conn_param param = {
-		.responder_resources = 1,
-		.initiator_depth = 1,
-		.retry_count = 7,
-		.rnr_retry_count = 7,
-	};
-	struct ib_qp_init_attr init;
-	int rc = 0;
-
-	switch (event->event) {
-	case RDMA_CM_EVENT_ADDR_RESOLVED:
-		rc = rdma_resolve_route(id, 2000);
-		break;
-	case RDMA_CM_EVENT_ROUTE_RESOLVED:
-	case RDMA_CM_EVENT_CONNECT_REQUEST:
-		if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-			s = &d->side[1];
-			id->context = s;
-		}
-		if (id->device != d->dev) {
-			rc = -ENODEV;
-			break;
-		}
-		s->cm = id;
-		pp_qp_init_attr(d, s, &init);
-		rc = rdma_create_qp(id, d->pd, &init);
-		if (rc)
-			break;
-		s->qp = id->qp;
-		if (event->event == RDMA_CM_EVENT_ROUTE_RESOLVED)
-			rc = rdma_connect_locked(id, &param);
-		else
-			rc = rdma_accept(id, &param);
-		break;
-	case RDMA_CM_EVENT_ESTABLISHED:
-		pp_post_conn(d, KEVD_CONNECTION_EVENT_ESTABLISHED, s);
-		if (atomic_inc_return(&d->cm_established) == 2)
-			complete(&d->cm_done);
-		return 0;
-	case RDMA_CM_EVENT_DISCONNECTED:
-		pp_post_conn(d, KEVD_CONNECTION_EVENT_DISCONNECTED, s);
-		if (atomic_inc_return(&d->cm_disconnected) == 2)
-			complete(&d->cm_done);
-		return 0;
-	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
-	case RDMA_CM_EVENT_CONNECT_RESPONSE:
-		return 0;
-	default:
-		rc = -ECONNREFUSED;
-		break;
-	}
-	if (rc) {
-		pr_err("kevd_pingpong: %s: rdma_cm event %d: %d\n",
-		       dev_name(&d->dev->dev), event->event, rc);
-		d->cm_err = rc;
-		complete(&d->cm_done);
-		/* A failed request id is not ours to keep: the CM destroys it. */
-		if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-			d->side[1].cm = NULL;
-			d->side[1].qp = NULL;
-			return rc;
-		}
-	}
-	return 0;
-}
-
-static int pp_cm_fail(struct pp_dev *d, const char *what, int rc)
-{
-	pr_err("kevd_pingpong: %s: %s: %d\n", dev_name(&d->dev->dev), what, rc);
-	return rc;
-}
-
-static int pp_cm_connect(struct pp_dev *d)
-{
-	struct sockaddr_in6 sin = {
-		.sin6_family = AF_INET6,
-		.sin6_port = htons(port),
-	};
-	struct sockaddr_in6 src;
-	struct net_device *ndev;
-	struct rdma_cm_id *id;
-	int rc;
-
-	if (!in6_pton(addr, -1, sin.sin6_addr.s6_addr, -1, NULL))
-		return pp_cm_fail(d, "bad addr parameter", -EINVAL);
-	ndev = ib_device_get_netdev(d->dev, 1);
-	if (!ndev)
-		return pp_cm_fail(d, "no netdev", -ENODEV);
-	sin.sin6_scope_id = ndev->ifindex;
-	dev_put(ndev);
-	init_completion(&d->cm_done);
-	atomic_set(&d->cm_established, 0);
-	atomic_set(&d->cm_disconnected, 0);
-	d->cm_err = 0;
-	id = rdma_create_id(&init_net, pp_cm_handler, &d->side[1],
-			    RDMA_PS_TCP, IB_QPT_RC);
-	if (IS_ERR(id))
-		return PTR_ERR(id);
-	d->listen = id;
-	rc = rdma_bind_addr(id, (struct sockaddr *)&sin);
-	if (rc)
-		return pp_cm_fail(d, "rdma_bind_addr", rc);
-	rc = rdma_listen(id, 1);
-	if (rc)
-		return pp_cm_fail(d, "rdma_listen", rc);
-	id = rdma_create_id(&init_net, pp_cm_handler, &d->side[0],
-			    RDMA_PS_TCP, IB_QPT_RC);
-	if (IS_ERR(id))
-		return PTR_ERR(id);
-	d->side[0].cm = id;
-	src = sin;
-	src.sin6_port = 0;
-	rc = rdma_bind_addr(id, (struct sockaddr *)&src);
-	if (rc)
-		return pp_cm_fail(d, "rdma_bind_addr (client)", rc);
-	rc = rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 2000);
-	if (rc)
-		return pp_cm_fail(d, "rdma_resolve_addr", rc);
-	if (!wait_for_completion_timeout(&d->cm_done, PP_WAIT))
-		return -ETIMEDOUT;
-	return d->cm_err;
 }
 
 /* --- setup and teardown --------------------------------------------- */
 
 static void pp_free_side(struct pp_dev *d, struct pp_side *s)
 {
-	if (s->cm) {
-		if (s->qp)
-			rdma_destroy_qp(s->cm);
-		rdma_destroy_id(s->cm);
-	} else if (s->qp) {
-		ib_destroy_qp(s->qp);
-	}
-	s->cm = NULL;
 	s->qp = NULL;
 	if (s->buf) {
 		ib_dma_unmap_single(d->dev, s->dma, (size_t)depth * msg_size,
@@ -739,7 +537,6 @@ static void pp_free_side(struct pp_dev *d, struct pp_side *s)
 static int pp_setup(struct pp_dev *d)
 {
 	struct kevd_attr attr;
-	struct ib_qp_init_attr init;
 	int i, rc;
 
 	d->iwarp = rdma_protocol_iwarp(d->dev, 1);
@@ -777,18 +574,18 @@ static int pp_setup(struct pp_dev *d)
 			return -EIO;
 		}
 	}
-	if (d->iwarp)
-		return pp_cm_connect(d);
-	for (i = 0; i < 2; i++) {
-		pp_qp_init_attr(d, &d->side[i], &init);
-		d->side[i].qp = ib_create_qp(d->pd, &init);
-		if (IS_ERR(d->side[i].qp)) {
-			rc = PTR_ERR(d->side[i].qp);
-			d->side[i].qp = NULL;
-			return rc;
-		}
-	}
-	return pp_raw_connect(d);
+	memset(&d->rc, 0, sizeof(d->rc));
+	d->rc.dev = d->dev;
+	d->rc.pd = d->pd;
+	for (i = 0; i < 2; i++)
+		pp_qp_init_attr(d, &d->side[i], &d->rc.init[i]);
+	d->rc.addr = addr;
+	d->rc.port = port;
+	d->rc.cm_event = pp_cm_event;
+	rc = kevd_rc_connect(&d->rc);
+	for (i = 0; i < 2; i++)
+		d->side[i].qp = d->rc.qp[i];
+	return rc;
 }
 
 /*
@@ -797,7 +594,6 @@ static int pp_setup(struct pp_dev *d)
  */
 static int pp_teardown(struct pp_dev *d, bool check, int *flushed)
 {
-	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
 	struct kevd_event ev;
 	int i, rc = 0, posted = 0;
 
@@ -814,13 +610,7 @@ static int pp_teardown(struct pp_dev *d, bool check, int *flushed)
 				posted++;
 		pp_expect(d, posted);
 	}
-	if (d->iwarp && d->side[0].cm && d->side[0].qp) {
-		reinit_completion(&d->cm_done);
-		rdma_disconnect(d->side[0].cm);
-	}
-	for (i = 0; i < 2; i++)
-		if (d->side[i].qp)
-			ib_modify_qp(d->side[i].qp, &attr, IB_QP_STATE);
+	kevd_rc_disconnect(&d->rc);
 	if (check && d->side[1].qp) {
 		rc = pp_collect(d, 0, posted);
 		*flushed = atomic_read(&d->rec.flushed);
@@ -830,19 +620,15 @@ static int pp_teardown(struct pp_dev *d, bool check, int *flushed)
 		bitmap_free(d->rec.seen);
 		d->rec.seen = NULL;
 	}
-	if (d->iwarp && check && !rc &&
-	    !wait_for_completion_timeout(&d->cm_done, PP_WAIT))
-		rc = -ETIMEDOUT;
+	if (check && !rc)
+		rc = kevd_rc_wait_disconnected(&d->rc, PP_WAIT);
 	/* Anything else that completed (send-side flushes) is discarded. */
 	if (!IS_ERR_OR_NULL(d->evd))
 		while (!kevd_dequeue(d->evd, &ev))
 			;
+	kevd_rc_destroy(&d->rc);
 	for (i = 0; i < 2; i++)
 		pp_free_side(d, &d->side[i]);
-	if (d->listen) {
-		rdma_destroy_id(d->listen);
-		d->listen = NULL;
-	}
 	if (!IS_ERR_OR_NULL(d->evd)) {
 		kevd_modify_upcall(d->evd, KEVD_UPCALL_TEARDOWN, NULL, 0);
 		if (kevd_free(d->evd))

@@ -74,7 +74,7 @@ ktap_end() {
 kevd_loaded() { [ -d /sys/module/kevd ]; }
 
 unload_all() {
-	for m in kevd_test kevd_bench kevd_pingpong kevd_demo kevd_fake_hca kevd; do
+	for m in kevd_test kevd_bench kevd_pingpong kevd_rc kevd_demo kevd_fake_hca kevd; do
 		[ -d /sys/module/$m ] && rmmod $m
 	done
 	return 0
@@ -202,6 +202,7 @@ e2e_suite() { # pingpong parameters...
 		echo "pingpong_rc=$?" >$e2e_log
 		dmesg | grep -E 'kevd-e2e(-teardown)? ' >>$e2e_log
 		rmmod kevd_pingpong 2>/dev/null
+		rmmod kevd_rc 2>/dev/null
 		rmmod kevd
 	fi
 	ndev=0
