@@ -174,8 +174,10 @@ kunit_suites() {
 	unload_all
 }
 
-# Soft RDMA devices: siw over lo, rxe over a dummy netdev.
+# Soft RDMA devices: siw over lo, rxe over a dummy netdev. Once per boot:
+# the benchmark smoke and the e2e suite share them.
 rdma_devices() {
+	[ -n "${rdma_up:-}" ] && return 0
 	$MP siw && $MP rdma_rxe && $MP dummy numdummies=0 || return 1
 	# rdma_cm does not run over lo (nor with 127/8 on another netdev):
 	# siw gets its own dummy netdev with an IPv6 link-local address that
@@ -186,6 +188,7 @@ rdma_devices() {
 	$IP -6 addr add fe80::2/64 dev dummy1 nodad || return 1
 	rdma link add siw0 type siw netdev dummy1 || return 1
 	rdma link add rxe0 type rxe netdev dummy0 || return 1
+	rdma_up=1
 	rdma link show
 }
 
@@ -234,14 +237,18 @@ e2e_suite() { # pingpong parameters...
 }
 
 # --- the benchmark (tools/testing/bench/kevd_bench.c) -------------------
-bench_modes="kevd-single kevd-wait kevd-dequeue wq unbound-wq softirq kdapl-2006
-	     floor scale-16 floor-drain"
+bench_cq_modes="kevd-single kevd-wait kevd-dequeue wq unbound-wq softirq
+		kdapl-2006 floor"
+bench_modes="$bench_cq_modes scale-16 floor-drain"
+for m in $bench_cq_modes; do bench_modes="$bench_modes rdma-$m"; done
 
-# make check: kevd_bench smoke=1, one KTAP test per kevd-bench-smoke line.
+# make check: kevd_bench smoke=1, one KTAP test per kevd-bench-smoke line;
+# the rdma- lines are the same modes over siw0.
 bench_smoke_suite() {
 	nb=0
 	for m in $bench_modes; do nb=$((nb + 1)); done
-	$MP kevd_bench smoke=1 kernel=smoke
+	rdma_devices
+	$MP kevd_bench smoke=1 kernel=smoke rdma_dev=siw0
 	brc=$?
 	[ -d /sys/module/kevd_bench ] && rmmod kevd_bench
 	unload_all
@@ -265,9 +272,12 @@ bench_run() {
 	# UML boots on the host's / (kevd_stage is a host path), QEMU on /.
 	if [ "$stage" = / ]; then bk=smp; else bk=uml; fi
 	bargs=$(echo "${kevd_mode#bench}" | tr ':' ' ')
-	echo "kevd-bench-harness: modprobe kevd_bench kernel=$bk$bargs"
+	# The real-provider runs go over siw0 (an rdma_dev= in bargs wins).
+	rdma=rdma_dev=siw0
+	rdma_devices || rdma=
+	echo "kevd-bench-harness: modprobe kevd_bench kernel=$bk $rdma$bargs"
 	# shellcheck disable=SC2086
-	$MP kevd_bench kernel=$bk $bargs || return 1
+	$MP kevd_bench kernel=$bk $rdma $bargs || return 1
 	rmmod kevd_bench
 	unload_all
 }

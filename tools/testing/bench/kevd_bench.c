@@ -18,10 +18,18 @@
  *   floor         a kthread polls the CQ in batches of 64 and converts
  *                 each CQE; no notification, no hand-off
  *
+ * With rdma_dev= (siw0; make bench sets it) every mode also runs over a
+ * real provider: a loopback RC pair (samples/kevd_rc.c) whose side 0
+ * posts signalled 8-byte RDMA WRITEs from the producer thread, their
+ * completions on the mode's CQ; saturated and at rdma_rate (latency).
+ * The provider counts nothing, so notifications and arms are kevd's own
+ * counters for the kevd modes and "na" for the others.
+ *
  * The producer is a kthread bound to another CPU than the consumer's (when
  * there is one). Every CQ notifies by an IPI to the consumer CPU (hard IRQ
  * context, as an MSI-X vector; fake_cq_set_irq_cpu()). The sequence number
- * of an event is in wc.byte_len (and wr_id where wr_cqe does not take it);
+ * of an event is in wr_id, or for the ib_core modes where wr_cqe takes it
+ * in wc.byte_len (fake HCA) or next to the ib_cqe (rdma_dev);
  * in latency runs the producer stamps ts[seq] just before it adds the CQE
  * and the consumer computes the delay. The consumer function marks the
  * sequence number in a bitmap: every event must be seen exactly once.
@@ -52,6 +60,7 @@
 #include <kevd/kevd.h>
 #include "fake_hca.h"
 #include "kevd_internal.h"
+#include "../../../samples/kevd_rc.h"
 
 #define BENCH_MAX_REPS		15
 #define BENCH_MAX_RATES		6
@@ -110,6 +119,38 @@ static char *only = "";
 module_param(only, charp, 0444);
 MODULE_PARM_DESC(only, "run only these modes (comma-separated names; scale for the scale test); empty: all");
 
+static char *rdma_dev = "";
+module_param(rdma_dev, charp, 0444);
+MODULE_PARM_DESC(rdma_dev, "a real RDMA device (siw0) for runs over a loopback RC connection; empty: none");
+
+static char *rdma_addr = "fe80::2";
+module_param(rdma_addr, charp, 0444);
+MODULE_PARM_DESC(rdma_addr, "IPv6 address of rdma_dev's netdev, for rdma_cm (iWARP)");
+
+static ushort rdma_port = 18600;
+module_param(rdma_port, ushort, 0444);
+MODULE_PARM_DESC(rdma_port, "TCP port of the loopback connection (iWARP)");
+
+static uint rdma_depth = 128;
+module_param(rdma_depth, uint, 0444);
+MODULE_PARM_DESC(rdma_depth, "work requests in flight on rdma_dev (send queue and CQ depth)");
+
+static uint rdma_events = 50000;
+module_param(rdma_events, uint, 0444);
+MODULE_PARM_DESC(rdma_events, "at most this many events per run on rdma_dev");
+
+static uint rdma_rate = 200;
+module_param(rdma_rate, uint, 0444);
+MODULE_PARM_DESC(rdma_rate, "fixed rate of the latency run on rdma_dev (events/s)");
+
+static uint rdma_lat_ms = 2000;
+module_param(rdma_lat_ms, uint, 0444);
+MODULE_PARM_DESC(rdma_lat_ms, "length of the latency run on rdma_dev (ms)");
+
+static uint rdma_smoke_events = 200;
+module_param(rdma_smoke_events, uint, 0444);
+MODULE_PARM_DESC(rdma_smoke_events, "events per mode on rdma_dev in smoke mode");
+
 static uint drain_events = 524288;
 module_param(drain_events, uint, 0444);
 MODULE_PARM_DESC(drain_events, "CQEs of the floor's pre-filled drain (its CPU cost)");
@@ -166,6 +207,8 @@ struct bench_run {
 	u32 room;
 	bool per_cq_room;
 	bool ib_cqe;
+	bool rdma;		/* the CQ is fed by rdma_dev, over r->rc */
+	struct kevd_rc rc;
 	struct ib_cq **cqs;
 	u32 ncqs;
 	struct kevd *evd;
@@ -203,6 +246,27 @@ struct bench_res {
 	bool has_lat;
 };
 
+/*
+ * rdma_dev: one PD and buffer; a run connects a loopback RC pair whose
+ * side 0 sends to the mode's CQ. A work request is a signalled 8-byte RDMA
+ * WRITE from side 0 into the buffer; wrs[] carries the sequence numbers
+ * of the ib_core modes' work requests, one per send queue slot.
+ */
+struct bench_wr {
+	struct ib_cqe cqe;
+	u32 seq;
+};
+
+struct bench_rdma {
+	struct ib_device *dev;
+	struct ib_pd *pd;
+	u8 *buf;
+	u64 dma;
+	struct bench_wr *wrs;
+	struct ib_cq *sink;	/* side 1's CQ; nothing completes there */
+	struct bench_res res[BM_NR][2];	/* saturated, rdma_rate */
+};
+
 struct bench_state {
 	struct fake_hca *hca;
 	struct ib_device *ibdev;
@@ -218,6 +282,7 @@ struct bench_state {
 	struct bench_res res[BM_NR][1 + BENCH_MAX_RATES];
 	u64 floor_cpu_x10;
 	int failures;
+	struct bench_rdma *rdma;
 };
 
 static struct bench_state *bs;
@@ -371,6 +436,17 @@ static void bench_ib_done(struct ib_cq *cq, struct ib_wc *wc)
 	bench_consume(cq->cq_context, wc->byte_len);
 }
 
+static void bench_rdma_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct bench_wr *w = container_of(wc->wr_cqe, struct bench_wr, cqe);
+
+	if (wc->status != IB_WC_SUCCESS) {
+		atomic_inc(&((struct bench_run *)cq->cq_context)->bad);
+		return;
+	}
+	bench_consume(cq->cq_context, w->seq);
+}
+
 /* (c) the 2006 kDAPL style: arm, poll one, call the consumer, repeat */
 static void bench_2006_handler(struct ib_cq *cq, void *ctx)
 {
@@ -382,7 +458,7 @@ static void bench_2006_handler(struct ib_cq *cq, void *ctx)
 		if (ib_poll_cq(cq, 1, &wc) != 1)
 			break;
 		kevd_wc_to_event(&wc, &ev);
-		bench_consume(ctx, ev.dto.transferred_length);
+		bench_consume(ctx, ev.dto.cookie);
 	}
 }
 
@@ -391,9 +467,43 @@ static void bench_2006_handler(struct ib_cq *cq, void *ctx)
  * expects it (wr_cqe for the ib_core modes, else wr_id; seq in byte_len),
  * stamping it in latency runs. @wc is the caller's, initialised once.
  */
+static int bench_rdma_post(struct bench_run *r, u32 seq)
+{
+	struct bench_rdma *br = bs->rdma;
+	struct bench_wr *w = &br->wrs[seq % r->room];
+	struct ib_sge sge = {
+		.addr = br->dma,
+		.length = 8,
+		.lkey = br->pd->local_dma_lkey,
+	};
+	struct ib_rdma_wr wr = {
+		.wr = {
+			.opcode = IB_WR_RDMA_WRITE,
+			.send_flags = IB_SEND_SIGNALED,
+			.sg_list = &sge,
+			.num_sge = 1,
+		},
+		.remote_addr = br->dma + L1_CACHE_BYTES,
+		.rkey = br->pd->unsafe_global_rkey,
+	};
+
+	if (r->ib_cqe) {
+		w->seq = seq;
+		w->cqe.done = bench_rdma_done;
+		wr.wr.wr_cqe = &w->cqe;
+	} else {
+		wr.wr.wr_id = seq;
+	}
+	if (r->lat)
+		r->ts[seq] = ktime_get_ns();
+	return ib_post_send(r->rc.qp[0], &wr.wr, NULL);
+}
+
 static int bench_add(struct bench_run *r, struct ib_cq *cq, struct ib_wc *wc,
 		     u32 seq)
 {
+	if (r->rdma)
+		return bench_rdma_post(r, seq);
 	if (r->ib_cqe)
 		wc->wr_cqe = &r->cqe;
 	else
@@ -418,7 +528,7 @@ static u32 bench_floor_poll(struct bench_run *r, struct ib_cq *cq,
 	n = ib_poll_cq(cq, BENCH_BATCH, wcs);
 	for (i = 0; i < n; i++) {
 		kevd_wc_to_event(&wcs[i], &ev);
-		bench_consume(r, ev.dto.transferred_length);
+		bench_consume(r, ev.dto.cookie);
 	}
 	return n > 0 ? n : 0;
 }
@@ -430,7 +540,7 @@ static int bench_floor_thread(void *data)
 
 	wcs = kcalloc(BENCH_BATCH, sizeof(*wcs), GFP_KERNEL);
 	while (wcs && !READ_ONCE(r->stop) && !kthread_should_stop()) {
-		if (!fake_cq_empty(r->cqs[0]) &&
+		if ((r->rdma || !fake_cq_empty(r->cqs[0])) &&
 		    bench_floor_poll(r, r->cqs[0], wcs))
 			continue;
 		if (bs->shared)
@@ -617,8 +727,8 @@ static u64 bench_stop_thread(struct task_struct *t)
 	return rt;
 }
 
-static struct kevd *bench_kevd(struct bench_run *r, int policy, u32 qlen,
-			       int cpu)
+static struct kevd *bench_kevd(struct bench_run *r, struct ib_device *dev,
+			       int policy, u32 qlen, int cpu)
 {
 	struct kevd_attr attr;
 	struct kevd *evd;
@@ -632,8 +742,8 @@ static struct kevd *bench_kevd(struct bench_run *r, int policy, u32 qlen,
 	attr.upcall.ctx = r;
 	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
 	attr.cpu = cpu;
-	evd = kevd_create(bs->ibdev, &attr);
-	if (!IS_ERR(evd))
+	evd = kevd_create(dev, &attr);
+	if (!IS_ERR(evd) && dev == bs->ibdev)
 		fake_cq_set_irq_cpu(kevd_cq(evd), bs->ccpu);
 	return evd;
 }
@@ -642,7 +752,8 @@ static struct kevd *bench_kevd(struct bench_run *r, int policy, u32 qlen,
 static int bench_setup(struct bench_run *r, struct ib_cq **cqp,
 		       struct task_struct **consumer)
 {
-	struct ib_cq_init_attr attr = { .cqe = depth };
+	struct ib_device *dev = r->rdma ? bs->rdma->dev : bs->ibdev;
+	struct ib_cq_init_attr attr = { .cqe = r->room };
 	enum ib_poll_context ctx = IB_POLL_WORKQUEUE;
 	struct ib_cq *cq = NULL;
 
@@ -651,9 +762,9 @@ static int bench_setup(struct bench_run *r, struct ib_cq **cqp,
 	case BM_KEVD_SINGLE:
 	case BM_KEVD_WAIT:
 	case BM_KEVD_DEQUEUE:
-		r->evd = bench_kevd(r, r->mode == BM_KEVD_SINGLE ?
+		r->evd = bench_kevd(r, dev, r->mode == BM_KEVD_SINGLE ?
 				    KEVD_UPCALL_SINGLE_INSTANCE :
-				    KEVD_UPCALL_DISABLE, depth, bs->ccpu);
+				    KEVD_UPCALL_DISABLE, r->room, bs->ccpu);
 		if (IS_ERR(r->evd))
 			return PTR_ERR(r->evd);
 		*cqp = kevd_cq(r->evd);
@@ -669,18 +780,18 @@ static int bench_setup(struct bench_run *r, struct ib_cq **cqp,
 			ctx = IB_POLL_UNBOUND_WORKQUEUE;
 		fallthrough;
 	case BM_WQ:
-		cq = ib_alloc_cq(bs->ibdev, r, depth, 0, ctx);
+		cq = ib_alloc_cq(dev, r, r->room, 0, ctx);
 		r->ib_cqe = true;
 		r->cqe.done = bench_ib_done;
 		break;
 	case BM_KDAPL2006:
-		cq = ib_create_cq(bs->ibdev, bench_2006_handler, NULL, r, &attr);
+		cq = ib_create_cq(dev, bench_2006_handler, NULL, r, &attr);
 		if (!IS_ERR(cq))
 			ib_req_notify_cq(cq, IB_CQ_NEXT_COMP);
 		break;
 	case BM_FLOOR:
 	default:
-		cq = ib_create_cq(bs->ibdev, bench_nop_handler, NULL, r, &attr);
+		cq = ib_create_cq(dev, bench_nop_handler, NULL, r, &attr);
 		if (!IS_ERR(cq) && r->mode == BM_FLOOR)
 			*consumer = bench_thread(bench_floor_thread, r, bs->ccpu,
 						 "kevd_bench_floor");
@@ -689,7 +800,8 @@ static int bench_setup(struct bench_run *r, struct ib_cq **cqp,
 	if (cq) {
 		if (IS_ERR(cq))
 			return PTR_ERR(cq);
-		fake_cq_set_irq_cpu(cq, bs->ccpu);
+		if (!r->rdma)
+			fake_cq_set_irq_cpu(cq, bs->ccpu);
 		*cqp = cq;
 	}
 	if (IS_ERR(*consumer)) {
@@ -807,7 +919,8 @@ static int bench_go(struct bench_run *r, struct task_struct *consumer,
 	busy = bench_busy_ns(&a, &b);
 	if (s->produced)
 		s->prod_ns_x10 = div64_u64(prod_rt * 10, s->produced);
-	if (bs->shared)
+	/* One CPU: the fake's calibrated cost; rdma_dev's is its task time. */
+	if (bs->shared && !r->rdma)
 		prod_rt = div64_u64(bs->produce_ns_x10 * s->produced, 10);
 	busy = busy > prod_rt ? busy - prod_rt : 0;
 	if (s->produced)
@@ -861,7 +974,7 @@ static void bench_counters(struct bench_run *r, struct bench_sample *s)
 	struct kevd_param p;
 	u32 i;
 
-	for (i = 0; i < r->ncqs; i++) {
+	for (i = 0; i < r->ncqs && !r->rdma; i++) {
 		fake_cq_stats(r->cqs[i], &st);
 		notif += st.notifications;
 		arms += st.arms;
@@ -873,7 +986,12 @@ static void bench_counters(struct bench_run *r, struct bench_sample *s)
 		if (!r->evd || kevd_query(r->evd, &p))
 			break;
 		upcalls = p.stats.upcalls;
-		if (r->rate || smoke)
+		if (r->rdma) {
+			/* A real provider counts nothing: kevd's counters. */
+			notif = p.stats.notifications;
+			arms = p.stats.arms;
+		}
+		if (r->rate || smoke || r->rdma)
 			break;
 		/* Evidence for RESULTS.md: kevd's own counters. */
 		pr_info("kevd-bench-diag mode=%s delivered=%u notifications=%llu empty_notifications=%llu arms=%llu repolls=%llu backpressure_stalls=%llu max_batch=%llu upcalls=%llu\n",
@@ -1101,7 +1219,7 @@ static int bench_scale_one(u32 n, u32 nreps, u32 max_events, u32 ms,
 		goto out;
 	}
 	for (made = 0; made < n; made++) {
-		evds[made] = bench_kevd(r, KEVD_UPCALL_SINGLE_INSTANCE,
+		evds[made] = bench_kevd(r, bs->ibdev, KEVD_UPCALL_SINGLE_INSTANCE,
 					scale_qlen, KEVD_ANY);
 		if (IS_ERR(evds[made])) {
 			ret = PTR_ERR(evds[made]);
@@ -1262,6 +1380,234 @@ static void bench_median(struct bench_sample *s, u32 n, struct bench_res *x)
 	x->p99_ns = bench_med(s, n, offsetof(struct bench_sample, p99_ns));
 }
 
+/* ------------------------------------------------------------------ */
+/* rdma_dev: the same modes over a real provider (siw loopback)        */
+
+/*
+ * One run on rdma_dev: the mode's CQ (or EVD) is side 0's CQ of a fresh
+ * loopback RC pair (a QP's CQs are fixed when it is made); the producer
+ * posts WRITEs on side 0. Teardown: QPs to error (nothing is in flight
+ * once every event was delivered), disconnected, destroyed, then the CQ.
+ */
+static int bench_rdma_one(enum bench_mode mode, u32 rate, u32 max_events,
+			  u32 ms, struct bench_sample *s)
+{
+	struct bench_rdma *br = bs->rdma;
+	struct task_struct *consumer = NULL;
+	struct ib_qp_init_attr *init;
+	struct ib_cq *cq = NULL;
+	struct bench_run *r;
+	int ret, i;
+
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	bench_run_init(r, mode, rate, max_events, ms);
+	r->rdma = true;
+	r->room = rdma_depth;
+	ret = bench_setup(r, &cq, &consumer);
+	if (ret)
+		goto out;
+	r->rc.dev = br->dev;
+	r->rc.pd = br->pd;
+	r->rc.addr = rdma_addr;
+	r->rc.port = rdma_port;
+	for (i = 0; i < 2; i++) {
+		init = &r->rc.init[i];
+		init->send_cq = i ? br->sink : cq;
+		init->recv_cq = i ? br->sink : cq;
+		init->cap.max_send_wr = r->room;
+		init->cap.max_recv_wr = 1;
+		init->cap.max_send_sge = 1;
+		init->cap.max_recv_sge = 1;
+		init->sq_sig_type = IB_SIGNAL_ALL_WR;
+		init->qp_type = IB_QPT_RC;
+	}
+	ret = kevd_rc_connect(&r->rc);
+	if (ret) {
+		bench_stop_consumer(r, consumer);
+		goto out_rc;
+	}
+	r->cqs = &cq;
+	r->ncqs = 1;
+	ret = bench_go(r, consumer, s);
+	bench_stop_consumer(r, consumer);
+	if (!ret) {
+		bench_counters(r, s);
+		bench_latency(r, s);
+		if (!bench_check(r, s))
+			ret = -EIO;
+	}
+	kevd_rc_disconnect(&r->rc);
+	ret = kevd_rc_wait_disconnected(&r->rc, 30 * HZ) ?: ret;
+out_rc:
+	kevd_rc_destroy(&r->rc);
+out:
+	bench_teardown(r, cq);
+	kfree(r);
+	return ret;
+}
+
+static void bench_rdma_print(int m, int ri)
+{
+	struct bench_rdma *br = bs->rdma;
+	const struct bench_res *x = &br->res[m][ri];
+	bool counted = m <= BM_KEVD_DEQUEUE || m == BM_FLOOR;
+	char c[24], n[24], a[24], u[24], p5[24], p9[24], vw[24], vf[24];
+	char rn[16];
+
+	bench_fix(c, sizeof(c), x->cpu_ns_x10, 1);
+	bench_fix(n, sizeof(n), x->notif_x1000, 3);
+	bench_fix(a, sizeof(a), x->arms_x1000, 3);
+	bench_fix(u, sizeof(u), x->upcalls_x1000, 3);
+	if (!counted) {
+		strscpy(n, "na", sizeof(n));
+		strscpy(a, "na", sizeof(a));
+	}
+	bench_ratio(vw, sizeof(vw), x->ev_per_s, br->res[BM_WQ][ri].ev_per_s);
+	bench_ratio(vf, sizeof(vf), x->cpu_ns_x10, br->res[BM_FLOOR][ri].cpu_ns_x10);
+	bench_fix(p5, sizeof(p5), div_u64(x->p50_ns, 100), 1);
+	bench_fix(p9, sizeof(p9), div_u64(x->p99_ns, 100), 1);
+	if (!x->has_lat) {
+		strscpy(p5, "na", sizeof(p5));
+		strscpy(p9, "na", sizeof(p9));
+	}
+	bench_rate_name(rn, sizeof(rn), ri ? rdma_rate : 0);
+	pr_info("kevd-bench-rdma dev=%s kernel=%s mode=%s rate=%s ev_per_s=%llu cpu_ns_per_ev=%s notif_per_ev=%s arms_per_ev=%s upcalls_per_ev=%s p50_us=%s p99_us=%s vs_wq=%s vs_floor=%s reps=%u\n",
+		rdma_dev, kernel, bench_mode_name[m], rn, x->ev_per_s, c, n, a,
+		u, p5, p9, vw, vf, reps);
+	pr_info("kevd-bench-csv-rdma,%s,%s,%s,%s,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%u\n",
+		rdma_dev, kernel, bench_mode_name[m], rn, x->ev_per_s, c, n, a,
+		u, p5, p9, vw, vf, reps);
+}
+
+/* Every selected mode on rdma_dev: saturated, then at rdma_rate. */
+static noinline_for_stack int bench_rdma_all(void)
+{
+	struct bench_rdma *br = bs->rdma;
+	struct bench_sample *s;
+	int m, ri, rep, ret = 0;
+
+	s = kcalloc(BENCH_MAX_REPS, sizeof(*s), GFP_KERNEL);
+	if (!s)
+		return -ENOMEM;
+	pr_info("kevd-bench-rdma dev=%s kernel=%s depth=%u events<=%u run_ms=%u reps=%u rate=%u rate_ms=%u\n",
+		rdma_dev, kernel, rdma_depth, rdma_events, run_ms, reps,
+		rdma_rate, rdma_lat_ms);
+	for (m = 0; m < BM_NR; m++) {
+		if (!bench_selected(bench_mode_name[m]))
+			continue;
+		for (ri = 0; ri < 2; ri++) {
+			for (rep = 0; rep < reps; rep++) {
+				ret = bench_rdma_one(m, ri ? rdma_rate : 0,
+						     rdma_events,
+						     ri ? rdma_lat_ms : run_ms,
+						     &s[rep]);
+				if (ret) {
+					pr_err("kevd-bench: %s on %s: error %d\n",
+					       bench_mode_name[m], rdma_dev,
+					       ret);
+					goto out;
+				}
+			}
+			bench_median(s, reps, &br->res[m][ri]);
+			br->res[m][ri].has_lat = ri;
+		}
+	}
+	pr_info("kevd-bench-csv-rdma,dev,kernel,mode,rate,ev_per_s,cpu_ns_per_ev,notif_per_ev,arms_per_ev,upcalls_per_ev,p50_us,p99_us,vs_wq,vs_floor,reps\n");
+	for (m = 0; m < BM_NR; m++)
+		for (ri = 0; ri < 2 && bench_selected(bench_mode_name[m]); ri++)
+			bench_rdma_print(m, ri);
+out:
+	kfree(s);
+	return ret;
+}
+
+static void bench_rdma_destroy(struct bench_rdma *br)
+{
+	if (!IS_ERR_OR_NULL(br->sink))
+		ib_free_cq(br->sink);
+	if (br->buf && br->dma)
+		ib_dma_unmap_single(br->dev, br->dma, PAGE_SIZE,
+				    DMA_BIDIRECTIONAL);
+	kfree(br->buf);
+	kfree(br->wrs);
+	if (!IS_ERR_OR_NULL(br->pd))
+		ib_dealloc_pd(br->pd);
+	if (br->dev)
+		ib_device_put(br->dev);
+	kfree(br);
+}
+
+static int bench_rdma_create(void)
+{
+	struct bench_rdma *br;
+	int ret = -ENOMEM;
+
+	br = kzalloc(sizeof(*br), GFP_KERNEL);
+	if (!br)
+		return -ENOMEM;
+	br->dev = ib_device_get_by_name(rdma_dev, RDMA_DRIVER_UNKNOWN);
+	if (!br->dev) {
+		pr_err("kevd-bench: no RDMA device %s\n", rdma_dev);
+		kfree(br);
+		return -ENODEV;
+	}
+	br->wrs = kcalloc(rdma_depth, sizeof(*br->wrs), GFP_KERNEL);
+	br->buf = kzalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!br->wrs || !br->buf)
+		goto fail;
+	br->pd = ib_alloc_pd(br->dev, IB_PD_UNSAFE_GLOBAL_RKEY);
+	if (IS_ERR(br->pd)) {
+		ret = PTR_ERR(br->pd);
+		goto fail;
+	}
+	br->dma = ib_dma_map_single(br->dev, br->buf, PAGE_SIZE,
+				    DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(br->dev, br->dma)) {
+		br->dma = 0;
+		ret = -EIO;
+		goto fail;
+	}
+	br->sink = ib_alloc_cq(br->dev, NULL, 2, 0, IB_POLL_DIRECT);
+	if (IS_ERR(br->sink)) {
+		ret = PTR_ERR(br->sink);
+		goto fail;
+	}
+	bs->rdma = br;
+	return 0;
+fail:
+	bench_rdma_destroy(br);
+	return ret;
+}
+
+/* Every mode once on rdma_dev: counts only. Return: the failures. */
+static int bench_rdma_smoke(void)
+{
+	struct bench_sample s;
+	int m, ret, fails = 0;
+
+	ret = bench_rdma_create();
+	if (ret) {
+		pr_info("kevd-bench-smoke mode=rdma-device dev=%s FAIL\n",
+			rdma_dev);
+		return 1;
+	}
+	for (m = 0; m < BM_NR; m++) {
+		memset(&s, 0, sizeof(s));
+		ret = bench_rdma_one(m, 0, rdma_smoke_events, 60000, &s);
+		if (!ret && s.produced != rdma_smoke_events)
+			ret = -EIO;
+		pr_info("kevd-bench-smoke mode=rdma-%s dev=%s events=%u delivered=%u %s\n",
+			bench_mode_name[m], rdma_dev, s.produced, s.delivered,
+			ret ? "FAIL" : "ok");
+		fails += !!ret;
+	}
+	bench_rdma_destroy(bs->rdma);
+	bs->rdma = NULL;
+	return fails;
+}
+
 static int bench_smoke(void)
 {
 	struct bench_scale sc;
@@ -1291,6 +1637,8 @@ static int bench_smoke(void)
 	pr_info("kevd-bench-smoke mode=floor-drain events=%u delivered=%u %s\n",
 		smoke_events, ret ? 0 : smoke_events, ret ? "FAIL" : "ok");
 	fails += !!ret;
+	if (*rdma_dev)
+		fails += bench_rdma_smoke();
 	return fails ? -EIO : 0;
 }
 
@@ -1457,6 +1805,16 @@ static int bench_all(void)
 			kernel, sc[i].nevds, sc[i].ev_per_s, buf[0], buf[1],
 			sc[i].qlen, sc[i].mem_bytes, sc[i].ring_bytes);
 	}
+	if (*rdma_dev) {
+		ret = bench_rdma_create();
+		if (!ret) {
+			ret = bench_rdma_all();
+			bench_rdma_destroy(bs->rdma);
+			bs->rdma = NULL;
+		}
+		if (ret)
+			goto fail;
+	}
 	kfree(s);
 	pr_info("kevd-bench: done\n");
 	return 0;
@@ -1502,7 +1860,8 @@ static int __init kevd_bench_init(void)
 	int cpu, ret;
 
 	if (!reps || reps > BENCH_MAX_REPS || !depth || !events ||
-	    !scale_qlen || nr_scale < 1 || !drain_events) {
+	    !scale_qlen || nr_scale < 1 || !drain_events || !rdma_depth ||
+	    !rdma_events || !rdma_rate || !rdma_smoke_events) {
 		pr_err("kevd-bench: bad parameters\n");
 		return -EINVAL;
 	}
@@ -1512,7 +1871,8 @@ static int __init kevd_bench_init(void)
 	bs = kzalloc(sizeof(*bs), GFP_KERNEL);
 	if (!bs)
 		return -ENOMEM;
-	bs->cap = max3(events, smoke_events, drain_events);
+	bs->cap = max3(max(events, smoke_events), drain_events,
+		       max(rdma_events, rdma_smoke_events));
 	bs->ts = kvcalloc(bs->cap, sizeof(*bs->ts), GFP_KERNEL);
 	bs->lat = kvcalloc(bs->cap, sizeof(*bs->lat), GFP_KERNEL);
 	bs->seen = kvcalloc(BITS_TO_LONGS(bs->cap), sizeof(long), GFP_KERNEL);
