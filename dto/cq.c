@@ -168,13 +168,32 @@ int kevd_post_ib_event(struct kevd *evd, const struct ib_event *event)
 }
 EXPORT_SYMBOL_GPL(kevd_post_ib_event);
 
+/**
+ * kevd_cq_unstall() - the owner moves completions again: no stall.
+ * @evd: the EVD; the caller owns it.
+ *
+ * A drain that stopped at a full ring leaves the CQ unarmed and sets
+ * cq_stalled; a dequeue clears it and reschedules. Upcall batches free
+ * slots without a dequeue, so the owner clears it itself as soon as it
+ * takes completions again, or the EVD would go idle with its CQ unarmed.
+ *
+ * Context: the owning poller.
+ */
+void kevd_cq_unstall(struct kevd *evd)
+{
+	if (unlikely(READ_ONCE(evd->cq_stalled)))
+		WRITE_ONCE(evd->cq_stalled, false);
+}
+
 /* Reserve slots; if the ring is full, note the stall for the consumer. */
 static u32 kevd_cq_reserve(struct kevd *evd, u32 want)
 {
 	u32 n = kevd_ring_reserve(evd, want);
 
-	if (n)
+	if (n) {
+		kevd_cq_unstall(evd);
 		return n;
+	}
 	WRITE_ONCE(evd->cq_stalled, true);
 	smp_mb();	/* pairs with kevd_consumer_done(): stalled, then cons */
 	n = kevd_ring_reserve(evd, want);

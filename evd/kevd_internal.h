@@ -284,6 +284,7 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 		   const struct kevd_attr *attr);
 void kevd_cq_destroy(struct kevd *evd);
 bool kevd_cq_busy(struct kevd *evd);
+void kevd_cq_unstall(struct kevd *evd);
 u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 
 /* dto/wc.c */

@@ -418,6 +418,108 @@ static void kevd_dto_stress(struct kunit *test)
 	dto_env_free(test, e);
 }
 
+/* DTO and software events on one EVD: each stream in order, once. */
+struct mixed_rec {
+	atomic_t dto;
+	atomic_t sw;
+	atomic_t errors;
+	u64 next_dto;
+	unsigned long next_sw;
+};
+
+static void mixed_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct mixed_rec *r = ctx;
+
+	if (ev && ev->event_number == KEVD_DTO_COMPLETION_EVENT &&
+	    ev->dto.status == KEVD_DTO_SUCCESS) {
+		if (ev->dto.cookie != r->next_dto)
+			atomic_inc(&r->errors);
+		r->next_dto = ev->dto.cookie + 1;
+		atomic_inc(&r->dto);
+	} else if (ev && ev->event_number == KEVD_SOFTWARE_EVENT) {
+		if ((unsigned long)ev->software.pointer != r->next_sw)
+			atomic_inc(&r->errors);
+		r->next_sw = (unsigned long)ev->software.pointer + 1;
+		atomic_inc(&r->sw);
+	} else {
+		atomic_inc(&r->errors);
+	}
+}
+
+/*
+ * SINGLE_INSTANCE with completions and software events together: the
+ * software events fill the ring, so CQ drains stop at a full ring and
+ * must start again when the upcalls have made room. Neither stream may
+ * lose, repeat or reorder an event.
+ */
+static void kevd_dto_mixed_streams(struct kunit *test)
+{
+	struct mixed_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	u32 nsw = dto_stress_n() / 20, posted = 0;
+	struct dto_producer *prod;
+	struct fake_cq_stats st;
+	struct task_struct *t;
+	struct kevd_attr attr;
+	struct fake_hca *hca;
+	struct kevd_param p;
+	struct kevd *evd;
+	int rc;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	hca = fake_hca_create(FAKE_HCA_STRICT_IGNORE);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall.func = mixed_upcall;
+	attr.upcall.ctx = r;
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	prod = kunit_kzalloc(test, sizeof(*prod), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, prod);
+	prod->cq = kevd_cq(evd);
+	prod->n = dto_stress_n() / 10;
+	prod->depth = prod->cq->cqe;
+	t = kthread_run(dto_producer_fn, prod, "kevd_test_mixed");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+
+	while (posted < nsw) {
+		rc = kevd_post_se(evd, (void *)(unsigned long)posted);
+		if (!rc)
+			posted++;
+		else if (rc != -ENOSPC)
+			break;
+		cond_resched();
+	}
+	KUNIT_EXPECT_EQ(test, posted, nsw);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count_for(&prod->done, 1,
+							 KEVD_STRESS_WAIT));
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->dto, prod->n));
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->sw, nsw));
+	kthread_stop(t);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	fake_cq_stats(prod->cq, &st);
+	KUNIT_EXPECT_EQ(test, st.added, (u64)prod->n);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->dto), (int)prod->n);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->sw), (int)nsw);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->errors), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.count, 0U);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], (u64)prod->n);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], (u64)prod->n);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_SOFTWARE], (u64)nsw);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_SOFTWARE],
+			(u64)nsw);
+	KUNIT_EXPECT_EQ(test, p.stats.upcalls, (u64)prod->n + nsw);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- notifications, backpressure, overrun, teardown ------------------- */
 
 static void kevd_dto_empty_and_spurious(struct kunit *test)
@@ -596,6 +698,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_race_visible),
 	KUNIT_CASE_PARAM(kevd_dto_race_closed, dto_mode_gen_params),
 	KUNIT_CASE_PARAM(kevd_dto_empty_and_spurious, dto_mode_gen_params),
+	KUNIT_CASE_SLOW(kevd_dto_mixed_streams),
 	KUNIT_CASE(kevd_dto_backpressure),
 	KUNIT_CASE(kevd_dto_cq_overrun),
 	KUNIT_CASE(kevd_dto_free_with_qp),
