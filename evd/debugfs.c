@@ -61,9 +61,13 @@ void kevd_read_stats(struct kevd *evd, struct kevd_stats *st)
 		st->posted[i] = kevd_snap(evd->pstats.posted[i]);
 		st->delivered[i] = kevd_snap(evd->cstats.delivered[i]);
 	}
+	/* Delivered straight from the CQ: never in the ring, both at once. */
+	st->posted[KEVD_STREAM_DTO] += kevd_snap(evd->postats.direct);
+	st->delivered[KEVD_STREAM_DTO] += kevd_snap(evd->postats.direct);
 	st->overflows = kevd_snap(evd->pstats.overflows);
 	st->drops = kevd_snap(evd->pstats.drops);
-	st->max_batch = kevd_snap(evd->pstats.max_batch);
+	st->max_batch = max(kevd_snap(evd->pstats.max_batch),
+			    kevd_snap(evd->postats.max_direct));
 	st->upcalls = kevd_snap(evd->postats.upcalls);
 	st->empty_notifications =
 		kevd_snap(evd->postats.empty_notifications);

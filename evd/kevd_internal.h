@@ -115,9 +115,15 @@ struct kevd_cons_stats {
 	u64 delivered[KEVD_NR_STREAMS];
 };
 
-/* Counters of the owning poller (and the completion handler, atomics). */
+/*
+ * Counters of the owning poller (and the completion handler, atomics).
+ * direct: DTO events delivered straight from the CQ (kevd_deliver_direct()),
+ * counted here as posted and delivered; max_direct: the largest such batch.
+ */
 struct kevd_poll_stats {
 	u64 upcalls;
+	u64 direct;
+	u64 max_direct;
 	u64 empty_notifications;
 	u64 arms;
 	u64 repolls;
@@ -295,6 +301,8 @@ u32 kevd_wc_opcode(const struct ib_wc *wc);
 /* upcall_policy/deliver.c */
 u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 		 struct kevd_event *evs, u32 budget, bool *handed_off);
+int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
+			struct ib_wc *wcs, u32 budget);
 
 /* upcall_policy/notify.c */
 bool kevd_arm_and_check(struct kevd *evd, struct ib_wc *wcs);

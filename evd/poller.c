@@ -245,6 +245,7 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 	u32 budget = READ_ONCE(kevd_param_budget);
 	u32 work = 0, drained = 0, got, done;
 	bool notified, handed_off = false;
+	int direct;
 
 	if (test_bit(KEVD_POLL_DEAD, &evd->poll_state)) {
 		kevd_poll_complete(p, evd);
@@ -253,9 +254,21 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 	notified = test_and_clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
 	while (work < budget) {
 		got = 0;
-		if (evd->cq)
+		if (evd->cq) {
+			direct = kevd_deliver_direct(evd, p, p->wcs,
+						     min(budget - work,
+							 (u32)KEVD_BATCH));
+			if (direct >= 0) {
+				/* the ring was empty: so was the CQ, or go on */
+				drained += direct;
+				work += direct;
+				if (!direct)
+					break;
+				continue;
+			}
 			got = kevd_cq_drain(evd, p->wcs,
 					    min(budget - work, (u32)KEVD_BATCH));
+		}
 		drained += got;
 		done = kevd_deliver(evd, p, p->evs, budget - work, &handed_off);
 		if (handed_off)

@@ -16,6 +16,8 @@
  *	upcalls of one EVD never overlap. The batch is claimed in the ring
  *	and the upcalls read the slots in place (kevd_ring_claim()): an event
  *	is written once, by the CQ drain or the poster, and never copied.
+ *	While the ring is empty, completions skip it: the owner polls the CQ
+ *	and calls the upcall for each (kevd_deliver_direct()).
  *   MANY: the owner pops (copies) the batch, and if more events wait,
  *	hands the EVD to the next poller before delivering, so batches run
  *	concurrently.
@@ -85,6 +87,74 @@ static u32 kevd_deliver_in_place(struct kevd *evd, struct kevd_poller *p,
 	kevd_poller_enter_upcall(p, NULL);
 	kevd_ring_release(evd);
 	return c.n;
+}
+
+/*
+ * Under evd->lock: may completions skip the ring? SINGLE_INSTANCE, the
+ * INVOC_NEW gate open, nothing queued. Counts the batch if so.
+ */
+static bool kevd_direct_begin(struct kevd *evd, struct kevd_upcall *upcall)
+{
+	unsigned long flags;
+	bool go;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	go = evd->policy == KEVD_UPCALL_SINGLE_INSTANCE && !evd->gate_new &&
+	     !kevd_ring_count(&evd->ring);
+	if (go) {
+		*upcall = evd->upcall;
+		atomic_inc(&evd->upcalls_running);
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
+	return go;
+}
+
+/**
+ * kevd_deliver_direct() - deliver completions straight from the CQ.
+ * @evd: the EVD; the caller (@p) owns it and it has a CQ.
+ * @p: the poller.
+ * @wcs: room for @budget work completions.
+ * @budget: at most this many, at most KEVD_BATCH.
+ *
+ * When a SINGLE_INSTANCE EVD's ring is empty, the owner polls the CQ and
+ * calls the upcall for each completion, converted on the stack: no slot,
+ * no ring lock, no copy. Order holds: only the owner takes completions
+ * from the CQ and only it delivers, and it delivers nothing from the ring
+ * until this batch is done; an event posted meanwhile queues behind it,
+ * as it would behind a drain. The batch counts in upcalls_running, so
+ * TEARDOWN and free wait for it like for any other.
+ *
+ * Context: the owning poller thread; calls upcalls, which may sleep.
+ * Return: completions delivered (0: the CQ was empty), or -EAGAIN when
+ * the EVD does not qualify; the caller then drains into the ring.
+ */
+int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
+			struct ib_wc *wcs, u32 budget)
+{
+	struct kevd_upcall upcall;
+	struct kevd_event ev;
+	int n, i;
+
+	if (!kevd_direct_begin(evd, &upcall))
+		return -EAGAIN;
+	kevd_cq_unstall(evd);	/* the ring is empty */
+	n = ib_poll_cq(evd->cq, budget, wcs);
+	if (n > 0) {
+		evd->postats.upcalls += n;
+		evd->postats.direct += n;
+		if (n > evd->postats.max_direct)
+			evd->postats.max_direct = n;
+		kevd_poller_enter_upcall(p, evd);
+		for (i = 0; i < n; i++) {
+			kevd_wc_to_event(&wcs[i], &ev);
+			ev.evd = evd;
+			upcall.func(upcall.ctx, &ev,
+				    i + 1 < n || kevd_ring_count(&evd->ring));
+		}
+		kevd_poller_enter_upcall(p, NULL);
+	}
+	kevd_deliver_end(evd);
+	return max(n, 0);
 }
 
 /**
