@@ -22,7 +22,7 @@
  * release to free.
  *
  * Indices run free (u32, wrapping) and are never reset, so a lockless
- * reader of prod - cons sees a sane count even across a resize. The
+ * reader of prod - head sees a sane count even across a resize. The
  * producer publishes slots with smp_store_release(&prod) and reads cons
  * with smp_load_acquire(); the consumer does the converse. A CQ drain
  * reserves slots before it polls the CQ, so a completion is never taken
