@@ -1317,41 +1317,58 @@ static const char *bench_rate_name(char *buf, size_t len, u32 rate)
 	return buf;
 }
 
+/* A result as printed: every column a string ("na" where unknown). */
+struct bench_cols {
+	char c[24], n[24], a[24], u[24], p5[24], p9[24], vw[24], vf[24];
+	char rn[16];
+};
+
+/*
+ * Format @x, its latency from @lat (NULL: none), its ratios against @wq
+ * (events/s) and @floor (CPU ns x10); @counted: notifications and arms
+ * are known.
+ */
+static void bench_format(struct bench_cols *o, const struct bench_res *x,
+			 const struct bench_res *lat, u64 wq, u64 floor,
+			 bool counted, u32 rate)
+{
+	bench_fix(o->c, sizeof(o->c), x->cpu_ns_x10, 1);
+	bench_fix(o->n, sizeof(o->n), x->notif_x1000, 3);
+	bench_fix(o->a, sizeof(o->a), x->arms_x1000, 3);
+	bench_fix(o->u, sizeof(o->u), x->upcalls_x1000, 3);
+	if (!counted) {
+		strscpy(o->n, "na", sizeof(o->n));
+		strscpy(o->a, "na", sizeof(o->a));
+	}
+	bench_ratio(o->vw, sizeof(o->vw), x->ev_per_s, wq);
+	bench_ratio(o->vf, sizeof(o->vf), x->cpu_ns_x10, floor);
+	if (lat && lat->has_lat) {
+		bench_fix(o->p5, sizeof(o->p5), div_u64(lat->p50_ns, 100), 1);
+		bench_fix(o->p9, sizeof(o->p9), div_u64(lat->p99_ns, 100), 1);
+	} else {
+		strscpy(o->p5, "na", sizeof(o->p5));
+		strscpy(o->p9, "na", sizeof(o->p9));
+	}
+	bench_rate_name(o->rn, sizeof(o->rn), rate);
+}
+
 static void bench_print_mode(int m, int ri, u32 rate)
 {
 	const struct bench_res *x = &bs->res[m][ri];
-	const struct bench_res *lat = &bs->res[m][nr_rates ? 1 : 0];
-	u64 wq = bs->res[BM_WQ][ri].ev_per_s;
-	u64 floor = bs->floor_cpu_x10;
-	char c[24], n[24], a[24], u[24], p5[24], p9[24], vw[24], vf[24];
-	char rn[16];
+	struct bench_cols o;
 
-	bench_fix(c, sizeof(c), x->cpu_ns_x10, 1);
-	bench_fix(n, sizeof(n), x->notif_x1000, 3);
-	bench_fix(a, sizeof(a), x->arms_x1000, 3);
-	bench_fix(u, sizeof(u), x->upcalls_x1000, 3);
-	bench_ratio(vw, sizeof(vw), x->ev_per_s, wq);
-	bench_ratio(vf, sizeof(vf), x->cpu_ns_x10, floor);
-	if (ri)
-		lat = x;
-	if (lat->has_lat) {
-		bench_fix(p5, sizeof(p5), div_u64(lat->p50_ns, 100), 1);
-		bench_fix(p9, sizeof(p9), div_u64(lat->p99_ns, 100), 1);
-	} else {
-		strscpy(p5, "na", sizeof(p5));
-		strscpy(p9, "na", sizeof(p9));
-	}
-	bench_rate_name(rn, sizeof(rn), rate);
+	bench_format(&o, x, ri ? x : &bs->res[m][nr_rates ? 1 : 0],
+		     bs->res[BM_WQ][ri].ev_per_s, bs->floor_cpu_x10, true, rate);
 	if (!ri)
 		pr_info("kevd-bench mode=%s kernel=%s ev_per_s=%llu cpu_ns_per_ev=%s notif_per_ev=%s arms_per_ev=%s p50_us=%s p99_us=%s vs_wq=%s vs_floor=%s upcalls_per_ev=%s reps=%u\n",
-			bench_mode_name[m], kernel, x->ev_per_s, c, n, a, p5,
-			p9, vw, vf, u, reps);
+			bench_mode_name[m], kernel, x->ev_per_s, o.c, o.n, o.a,
+			o.p5, o.p9, o.vw, o.vf, o.u, reps);
 	pr_info("kevd-bench-table %-12s %8s %9llu %9s %7s %7s %7s %8s %8s %6s %6s\n",
-		bench_mode_name[m], rn, x->ev_per_s, c, n, a, u, p5, p9, vw,
-		vf);
+		bench_mode_name[m], o.rn, x->ev_per_s, o.c, o.n, o.a, o.u, o.p5,
+		o.p9, o.vw, o.vf);
 	pr_info("kevd-bench-csv,%s,%s,%s,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%u\n",
-		kernel, bench_mode_name[m], rn, x->ev_per_s, c, n, a, u, p5,
-		p9, vw, vf, reps);
+		kernel, bench_mode_name[m], o.rn, x->ev_per_s, o.c, o.n, o.a,
+		o.u, o.p5, o.p9, o.vw, o.vf, reps);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1452,33 +1469,18 @@ static void bench_rdma_print(int m, int ri)
 {
 	struct bench_rdma *br = bs->rdma;
 	const struct bench_res *x = &br->res[m][ri];
-	bool counted = m <= BM_KEVD_DEQUEUE || m == BM_FLOOR;
-	char c[24], n[24], a[24], u[24], p5[24], p9[24], vw[24], vf[24];
-	char rn[16];
+	struct bench_cols o;
 
-	bench_fix(c, sizeof(c), x->cpu_ns_x10, 1);
-	bench_fix(n, sizeof(n), x->notif_x1000, 3);
-	bench_fix(a, sizeof(a), x->arms_x1000, 3);
-	bench_fix(u, sizeof(u), x->upcalls_x1000, 3);
-	if (!counted) {
-		strscpy(n, "na", sizeof(n));
-		strscpy(a, "na", sizeof(a));
-	}
-	bench_ratio(vw, sizeof(vw), x->ev_per_s, br->res[BM_WQ][ri].ev_per_s);
-	bench_ratio(vf, sizeof(vf), x->cpu_ns_x10, br->res[BM_FLOOR][ri].cpu_ns_x10);
-	bench_fix(p5, sizeof(p5), div_u64(x->p50_ns, 100), 1);
-	bench_fix(p9, sizeof(p9), div_u64(x->p99_ns, 100), 1);
-	if (!x->has_lat) {
-		strscpy(p5, "na", sizeof(p5));
-		strscpy(p9, "na", sizeof(p9));
-	}
-	bench_rate_name(rn, sizeof(rn), ri ? rdma_rate : 0);
+	/* siw counts nothing: only kevd's own counters are known. */
+	bench_format(&o, x, x, br->res[BM_WQ][ri].ev_per_s,
+		     br->res[BM_FLOOR][ri].cpu_ns_x10,
+		     m <= BM_KEVD_DEQUEUE || m == BM_FLOOR, ri ? rdma_rate : 0);
 	pr_info("kevd-bench-rdma dev=%s kernel=%s mode=%s rate=%s ev_per_s=%llu cpu_ns_per_ev=%s notif_per_ev=%s arms_per_ev=%s upcalls_per_ev=%s p50_us=%s p99_us=%s vs_wq=%s vs_floor=%s reps=%u\n",
-		rdma_dev, kernel, bench_mode_name[m], rn, x->ev_per_s, c, n, a,
-		u, p5, p9, vw, vf, reps);
+		rdma_dev, kernel, bench_mode_name[m], o.rn, x->ev_per_s, o.c,
+		o.n, o.a, o.u, o.p5, o.p9, o.vw, o.vf, reps);
 	pr_info("kevd-bench-csv-rdma,%s,%s,%s,%s,%llu,%s,%s,%s,%s,%s,%s,%s,%s,%u\n",
-		rdma_dev, kernel, bench_mode_name[m], rn, x->ev_per_s, c, n, a,
-		u, p5, p9, vw, vf, reps);
+		rdma_dev, kernel, bench_mode_name[m], o.rn, x->ev_per_s, o.c,
+		o.n, o.a, o.u, o.p5, o.p9, o.vw, o.vf, reps);
 }
 
 /* Every selected mode on rdma_dev: saturated, then at rdma_rate. */
