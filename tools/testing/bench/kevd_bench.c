@@ -537,11 +537,19 @@ static int bench_floor_thread(void *data)
 {
 	struct bench_run *r = data;
 	struct ib_wc *wcs;
+	struct ib_cq *cq;
+	u32 k = 0;
 
+	/* Round robin over the run's CQs; idle after a pass found nothing. */
 	wcs = kcalloc(BENCH_BATCH, sizeof(*wcs), GFP_KERNEL);
 	while (wcs && !READ_ONCE(r->stop) && !kthread_should_stop()) {
-		if ((r->rdma || !fake_cq_empty(r->cqs[0])) &&
-		    bench_floor_poll(r, r->cqs[0], wcs))
+		cq = r->cqs[k];
+		if (++k == r->ncqs)
+			k = 0;
+		if ((r->rdma || !fake_cq_empty(cq)) &&
+		    bench_floor_poll(r, cq, wcs))
+			continue;
+		if (k)
 			continue;
 		if (bs->shared)
 			usleep_range(10, 20);
@@ -1198,10 +1206,17 @@ struct bench_scale {
 	bool ok;
 };
 
-static int bench_scale_one(u32 n, u32 nreps, u32 max_events, u32 ms,
-			   struct bench_scale *out)
+/*
+ * @n EVDs (kevd-single on the default pollers), or with @floor @n plain
+ * CQs that one floor thread polls round robin: what touching @n CQs costs
+ * without kevd, for comparison.
+ */
+static int bench_scale_one(u32 n, bool floor, u32 nreps, u32 max_events,
+			   u32 ms, struct bench_scale *out)
 {
+	struct ib_cq_init_attr attr = { .cqe = scale_qlen };
 	u64 eps[BENCH_MAX_REPS], notif[BENCH_MAX_REPS];
+	struct task_struct *consumer;
 	struct kevd **evds;
 	struct ib_cq **cqs;
 	struct bench_run *r;
@@ -1218,7 +1233,15 @@ static int bench_scale_one(u32 n, u32 nreps, u32 max_events, u32 ms,
 		ret = -ENOMEM;
 		goto out;
 	}
-	for (made = 0; made < n; made++) {
+	for (made = 0; made < n && floor; made++) {
+		cqs[made] = ib_create_cq(bs->ibdev, bench_nop_handler, NULL, r,
+					 &attr);
+		if (IS_ERR(cqs[made])) {
+			ret = PTR_ERR(cqs[made]);
+			goto out;
+		}
+	}
+	for (; made < n; made++) {
 		evds[made] = bench_kevd(r, bs->ibdev, KEVD_UPCALL_SINGLE_INSTANCE,
 					scale_qlen, KEVD_ANY);
 		if (IS_ERR(evds[made])) {
@@ -1226,19 +1249,17 @@ static int bench_scale_one(u32 n, u32 nreps, u32 max_events, u32 ms,
 			goto out;
 		}
 		cqs[made] = kevd_cq(evds[made]);
-		if (!made) {
-			ret = kevd_query(evds[0], &p);
-			if (ret)
-				goto out;
-			out->qlen = p.qlen;
-		}
 	}
 	/* Settle: what each EVD holds once created. */
-	ret = kevd_query(evds[n - 1], &p);
-	if (ret)
-		goto out;
-	out->mem_bytes = p.mem_bytes;
-	out->ring_bytes = (size_t)p.qlen * sizeof(struct kevd_event);
+	p.qlen = scale_qlen;
+	if (!floor) {
+		ret = kevd_query(evds[n - 1], &p);
+		if (ret)
+			goto out;
+		out->mem_bytes = p.mem_bytes;
+		out->ring_bytes = (size_t)p.qlen * sizeof(struct kevd_event);
+	}
+	out->qlen = p.qlen;
 	out->ok = true;
 	for (rep = 0; rep < nreps; rep++) {
 		struct bench_sample s;
@@ -1249,12 +1270,23 @@ static int bench_scale_one(u32 n, u32 nreps, u32 max_events, u32 ms,
 			fake_cq_stats(cqs[i], &st);
 			n0 += st.notifications;
 		}
-		bench_run_init(r, BM_SCALE, 0, max_events, ms);
+		bench_run_init(r, floor ? BM_FLOOR : BM_SCALE, 0, max_events,
+			       ms);
 		r->cqs = cqs;
 		r->ncqs = n;
 		r->per_cq_room = true;
 		r->room = max(p.qlen, 2u) - 1;
-		ret = bench_go(r, NULL, &s);
+		consumer = NULL;
+		if (floor) {
+			consumer = bench_thread(bench_floor_thread, r, bs->ccpu,
+						"kevd_bench_floor");
+			if (IS_ERR(consumer)) {
+				ret = PTR_ERR(consumer);
+				goto out;
+			}
+		}
+		ret = bench_go(r, consumer, &s);
+		bench_stop_consumer(r, consumer);
 		if (!ret && !bench_check(r, &s))
 			ret = -EIO;
 		if (ret) {
@@ -1274,8 +1306,12 @@ static int bench_scale_one(u32 n, u32 nreps, u32 max_events, u32 ms,
 	out->notif_x1000 = notif[nreps / 2];
 out:
 	while (evds && made--) {
-		int err = kevd_free(evds[made]);
+		int err = 0;
 
+		if (floor)
+			ib_destroy_cq(cqs[made]);
+		else
+			err = kevd_free(evds[made]);
 		if (err)
 			pr_err("kevd-bench: kevd_free: %d\n", err);
 	}
@@ -1631,7 +1667,7 @@ static int bench_smoke(void)
 			fails++;
 		}
 	}
-	ret = bench_scale_one(16, 1, smoke_events, 60000, &sc);
+	ret = bench_scale_one(16, false, 1, smoke_events, 60000, &sc);
 	pr_info("kevd-bench-smoke mode=scale-16 events=%u delivered=%u %s\n",
 		smoke_events, ret ? 0 : smoke_events, ret ? "FAIL" : "ok");
 	fails += !!ret;
@@ -1733,7 +1769,7 @@ static noinline_for_stack int bench_calibrate(void)
 static int bench_all(void)
 {
 	struct bench_sample *s;
-	struct bench_scale sc[BENCH_MAX_SCALES];
+	struct bench_scale sc[BENCH_MAX_SCALES], scf[BENCH_MAX_SCALES];
 	char buf[2][24];
 	int m, ri, rep, ret, i;
 	u32 rate;
@@ -1790,7 +1826,10 @@ static int bench_all(void)
 	}
 
 	for (i = 0; i < nr_scale && bench_selected("scale"); i++) {
-		ret = bench_scale_one(scale[i], reps, events, run_ms, &sc[i]);
+		ret = bench_scale_one(scale[i], false, reps, events, run_ms,
+				      &sc[i]);
+		ret = ret ?: bench_scale_one(scale[i], true, reps, events,
+					     run_ms, &scf[i]);
 		if (ret) {
 			pr_err("kevd-bench: scale %u: error %d\n", scale[i], ret);
 			goto fail;
@@ -1806,6 +1845,15 @@ static int bench_all(void)
 		pr_info("kevd-bench-csv,%s,scale,%u,%llu,%s,%s,%u,%zu,%zu\n",
 			kernel, sc[i].nevds, sc[i].ev_per_s, buf[0], buf[1],
 			sc[i].qlen, sc[i].mem_bytes, sc[i].ring_bytes);
+	}
+	/* The same producer over plain CQs and one polling thread. */
+	for (i = 0; i < nr_scale && bench_selected("scale"); i++) {
+		bench_ratio(buf[0], sizeof(buf[0]), scf[i].ev_per_s,
+			    scf[0].ev_per_s);
+		pr_info("kevd-bench-scale-floor kernel=%s cqs=%u ev_per_s=%llu vs_first=%s\n",
+			kernel, scf[i].nevds, scf[i].ev_per_s, buf[0]);
+		pr_info("kevd-bench-csv,%s,scale-floor,%u,%llu,%s\n",
+			kernel, scf[i].nevds, scf[i].ev_per_s, buf[0]);
 	}
 	if (*rdma_dev) {
 		ret = bench_rdma_create();
