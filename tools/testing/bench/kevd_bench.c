@@ -1200,6 +1200,7 @@ struct bench_scale {
 	u32 nevds;
 	u64 ev_per_s;
 	u64 notif_x1000;
+	u64 prod_ns_x10;	/* the producer's task time per event */
 	size_t mem_bytes;
 	size_t ring_bytes;
 	u32 qlen;
@@ -1215,7 +1216,7 @@ static int bench_scale_one(u32 n, bool floor, u32 nreps, u32 max_events,
 			   u32 ms, struct bench_scale *out)
 {
 	struct ib_cq_init_attr attr = { .cqe = scale_qlen };
-	u64 eps[BENCH_MAX_REPS], notif[BENCH_MAX_REPS];
+	u64 eps[BENCH_MAX_REPS], notif[BENCH_MAX_REPS], prod[BENCH_MAX_REPS];
 	struct task_struct *consumer;
 	struct kevd **evds;
 	struct ib_cq **cqs;
@@ -1299,11 +1300,14 @@ static int bench_scale_one(u32 n, bool floor, u32 nreps, u32 max_events,
 		}
 		eps[rep] = s.ev_per_s;
 		notif[rep] = div64_u64((n1 - n0) * 1000, max(s.produced, 1u));
+		prod[rep] = s.prod_ns_x10;
 	}
 	sort(eps, nreps, sizeof(u64), cmp_u64, NULL);
 	sort(notif, nreps, sizeof(u64), cmp_u64, NULL);
+	sort(prod, nreps, sizeof(u64), cmp_u64, NULL);
 	out->ev_per_s = eps[nreps / 2];
 	out->notif_x1000 = notif[nreps / 2];
+	out->prod_ns_x10 = prod[nreps / 2];
 out:
 	while (evds && made--) {
 		int err = 0;
@@ -1770,7 +1774,7 @@ static int bench_all(void)
 {
 	struct bench_sample *s;
 	struct bench_scale sc[BENCH_MAX_SCALES], scf[BENCH_MAX_SCALES];
-	char buf[2][24];
+	char buf[3][24];
 	int m, ri, rep, ret, i;
 	u32 rate;
 
@@ -1838,10 +1842,12 @@ static int bench_all(void)
 	for (i = 0; i < nr_scale && bench_selected("scale"); i++) {
 		bench_ratio(buf[0], sizeof(buf[0]), sc[i].ev_per_s, sc[0].ev_per_s);
 		bench_fix(buf[1], sizeof(buf[1]), sc[i].notif_x1000, 3);
-		pr_info("kevd-bench-scale kernel=%s evds=%u ev_per_s=%llu vs_first=%s notif_per_ev=%s qlen=%u mem_per_evd=%zu ring_bytes=%zu overhead=%zd\n",
+		bench_fix(buf[2], sizeof(buf[2]), sc[i].prod_ns_x10, 1);
+		pr_info("kevd-bench-scale kernel=%s evds=%u ev_per_s=%llu vs_first=%s notif_per_ev=%s qlen=%u mem_per_evd=%zu ring_bytes=%zu overhead=%zd producer_ns_per_ev=%s\n",
 			kernel, sc[i].nevds, sc[i].ev_per_s, buf[0], buf[1],
 			sc[i].qlen, sc[i].mem_bytes, sc[i].ring_bytes,
-			(ssize_t)sc[i].mem_bytes - (ssize_t)sc[i].ring_bytes);
+			(ssize_t)sc[i].mem_bytes - (ssize_t)sc[i].ring_bytes,
+			buf[2]);
 		pr_info("kevd-bench-csv,%s,scale,%u,%llu,%s,%s,%u,%zu,%zu\n",
 			kernel, sc[i].nevds, sc[i].ev_per_s, buf[0], buf[1],
 			sc[i].qlen, sc[i].mem_bytes, sc[i].ring_bytes);
@@ -1850,8 +1856,9 @@ static int bench_all(void)
 	for (i = 0; i < nr_scale && bench_selected("scale"); i++) {
 		bench_ratio(buf[0], sizeof(buf[0]), scf[i].ev_per_s,
 			    scf[0].ev_per_s);
-		pr_info("kevd-bench-scale-floor kernel=%s cqs=%u ev_per_s=%llu vs_first=%s\n",
-			kernel, scf[i].nevds, scf[i].ev_per_s, buf[0]);
+		bench_fix(buf[2], sizeof(buf[2]), scf[i].prod_ns_x10, 1);
+		pr_info("kevd-bench-scale-floor kernel=%s cqs=%u ev_per_s=%llu vs_first=%s producer_ns_per_ev=%s\n",
+			kernel, scf[i].nevds, scf[i].ev_per_s, buf[0], buf[2]);
 		pr_info("kevd-bench-csv,%s,scale-floor,%u,%llu,%s\n",
 			kernel, scf[i].nevds, scf[i].ev_per_s, buf[0]);
 	}
