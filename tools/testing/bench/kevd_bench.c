@@ -1216,7 +1216,7 @@ static int bench_scale_one(u32 n, bool floor, u32 nreps, u32 max_events,
 			   u32 ms, struct bench_scale *out)
 {
 	struct ib_cq_init_attr attr = { .cqe = scale_qlen };
-	u64 eps[BENCH_MAX_REPS], notif[BENCH_MAX_REPS], prod[BENCH_MAX_REPS];
+	u64 *eps, *notif, *prod;	/* medians over the repetitions */
 	struct task_struct *consumer;
 	struct kevd **evds;
 	struct ib_cq **cqs;
@@ -1230,10 +1230,13 @@ static int bench_scale_one(u32 n, bool floor, u32 nreps, u32 max_events,
 	r = kzalloc(sizeof(*r), GFP_KERNEL);
 	evds = kvcalloc(n, sizeof(*evds), GFP_KERNEL);
 	cqs = kvcalloc(n, sizeof(*cqs), GFP_KERNEL);
-	if (!r || !evds || !cqs) {
+	eps = kcalloc(3 * BENCH_MAX_REPS, sizeof(*eps), GFP_KERNEL);
+	if (!r || !evds || !cqs || !eps) {
 		ret = -ENOMEM;
 		goto out;
 	}
+	notif = eps + BENCH_MAX_REPS;
+	prod = notif + BENCH_MAX_REPS;
 	for (made = 0; made < n && floor; made++) {
 		cqs[made] = ib_create_cq(bs->ibdev, bench_nop_handler, NULL, r,
 					 &attr);
@@ -1319,6 +1322,7 @@ out:
 		if (err)
 			pr_err("kevd-bench: kevd_free: %d\n", err);
 	}
+	kfree(eps);
 	kvfree(cqs);
 	kvfree(evds);
 	kfree(r);
@@ -1773,14 +1777,18 @@ static noinline_for_stack int bench_calibrate(void)
 static int bench_all(void)
 {
 	struct bench_sample *s;
-	struct bench_scale sc[BENCH_MAX_SCALES], scf[BENCH_MAX_SCALES];
+	struct bench_scale *sc, *scf;	/* kevd, floor */
 	char buf[3][24];
 	int m, ri, rep, ret, i;
 	u32 rate;
 
 	s = kcalloc(BENCH_MAX_REPS, sizeof(*s), GFP_KERNEL);
-	if (!s)
-		return -ENOMEM;
+	sc = kcalloc(2 * BENCH_MAX_SCALES, sizeof(*sc), GFP_KERNEL);
+	if (!s || !sc) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	scf = sc + BENCH_MAX_SCALES;
 
 	pr_info("kevd-bench: kernel=%s cpus=%u consumer_cpu=%d producer_cpu=%d cpu_time=%s events<=%u run_ms=%u reps=%u depth=%u\n",
 		kernel, num_online_cpus(), bs->ccpu, bs->pcpu,
@@ -1872,10 +1880,12 @@ static int bench_all(void)
 		if (ret)
 			goto fail;
 	}
+	kfree(sc);
 	kfree(s);
 	pr_info("kevd-bench: done\n");
 	return 0;
 fail:
+	kfree(sc);
 	kfree(s);
 	return ret ?: -EIO;
 }
