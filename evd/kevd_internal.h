@@ -155,6 +155,8 @@ struct kevd_poller;
  * @poll_node: on a poller's run list while queued.
  * @home: the poller that serves the EVD by default.
  * @cq_stalled: the last CQ drain stopped at a full ring.
+ * @empty_passes: passes without work since the EVD last had some
+ *	(defer_arm); the owning poller's.
  * @notifications: completion notifications received (atomic).
  * @postats: the owning poller's counters.
  * @cq: the CQ of the DTO stream, or NULL.
@@ -189,6 +191,7 @@ struct kevd {
 	struct list_head poll_node;
 	struct kevd_poller *home;
 	bool cq_stalled;
+	u8 empty_passes;
 	atomic64_t notifications;
 	struct kevd_poll_stats postats;
 
@@ -267,6 +270,7 @@ unsigned int kevd_nr_pollers(void);
 
 /* evd/params.c */
 extern unsigned int kevd_param_budget;
+extern unsigned int kevd_param_defer_arm;
 extern unsigned int kevd_param_qlen;
 extern int kevd_param_policy;
 extern unsigned int kevd_param_pollers;

@@ -240,6 +240,30 @@ bool kevd_poller_handoff(struct kevd_poller *p, struct kevd *evd)
 	return true;
 }
 
+/*
+ * defer_arm (as NAPI's napi_defer_hard_irqs): an EVD whose pass found
+ * work stays queued, and is armed only after that many passes without
+ * any. Under a trickle spread over many EVDs, polls then replace
+ * notifications; an idle EVD costs that many empty polls, then sleeps
+ * armed as usual. The EVD stays owned throughout, so nothing is missed.
+ */
+static bool kevd_defer_arm(struct kevd *evd, u32 work)
+{
+	u32 defer = READ_ONCE(kevd_param_defer_arm);
+
+	if (!defer || !evd->cq)
+		return false;
+	if (work) {
+		evd->empty_passes = 0;
+		return true;
+	}
+	if (evd->empty_passes < defer) {
+		evd->empty_passes++;
+		return true;
+	}
+	return false;
+}
+
 static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 {
 	u32 budget = READ_ONCE(kevd_param_budget);
@@ -279,7 +303,8 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 	}
 	if (notified && !drained)
 		evd->postats.empty_notifications++;
-	if (work >= budget || kevd_arm_and_check(evd, p->wcs)) {
+	if (work >= budget || kevd_defer_arm(evd, work) ||
+	    kevd_arm_and_check(evd, p->wcs)) {
 		kevd_enqueue(p, evd);
 		return;
 	}
