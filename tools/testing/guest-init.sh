@@ -99,14 +99,14 @@ modparams_suite() {
 	bad="poll_budget poll_budget=0 poll_budget=65537 poll_budget=abc poll_budget=-1
 	     default_qlen=0 default_qlen=1048577 nr_pollers=1025 nr_pollers=x
 	     default_policy=teardown default_policy=bogus default_policy=
-	     notify_check=sometimes"
+	     notify_check=sometimes defer_arm=65 defer_arm=-1"
 	rounds="1 2 3 4 5"
 	# Under QEMU TCG with KCSAN a load takes about a second: the parsing
 	# is the same code on both kernels, so the x86_64 kernel checks one
 	# bad value per parameter (UML checks them all).
 	if [ "$stage" = / ]; then
 		bad="poll_budget=0 default_qlen=1048577 nr_pollers=x
-		     default_policy=teardown notify_check=sometimes"
+		     default_policy=teardown notify_check=sometimes defer_arm=65"
 		rounds="1 2"
 	fi
 	nbad=0
@@ -118,8 +118,9 @@ modparams_suite() {
 
 	# Good non-default values are taken and reported back.
 	if $MP kevd default_policy=notify poll_budget=17 default_qlen=99 \
-		nr_pollers=3 notify_check=poll &&
+		nr_pollers=3 notify_check=poll defer_arm=5 &&
 	   [ "$(cat $params_dir/default_policy)" = notify ] &&
+	   [ "$(cat $params_dir/defer_arm)" = 5 ] &&
 	   [ "$(cat $params_dir/poll_budget)" = 17 ] &&
 	   [ "$(cat $params_dir/default_qlen)" = 99 ] &&
 	   [ "$(cat $params_dir/nr_pollers)" = 3 ] &&
@@ -166,9 +167,12 @@ modparams_suite() {
 	ktap_end
 }
 
-# KUnit suites: each test module runs its suites when it loads.
+# KUnit suites: each test module runs its suites when it loads. The SMP
+# kernel runs them with deferred arming, UML with arming at once.
 kunit_suites() {
-	$MP kevd default_policy=disable poll_budget=64 ||
+	defer=0
+	[ "$stage" = / ] && defer=2
+	$MP kevd default_policy=disable poll_budget=64 defer_arm=$defer ||
 		echo "KEVD-HARNESS: error: modprobe kevd failed"
 	$MP kevd_test || echo "KEVD-HARNESS: error: modprobe kevd_test failed"
 	unload_all
@@ -275,6 +279,11 @@ bench_run() {
 	# The real-provider runs go over siw0 (an rdma_dev= in bargs wins).
 	rdma=rdma_dev=siw0
 	rdma_devices || rdma=
+	if [ -n "${kevd_params:-}" ]; then
+		echo "kevd-bench-harness: modprobe kevd $kevd_params"
+		# shellcheck disable=SC2046
+		$MP kevd $(echo "$kevd_params" | tr , ' ') || return 1
+	fi
 	echo "kevd-bench-harness: modprobe kevd_bench kernel=$bk $rdma$bargs"
 	# shellcheck disable=SC2086
 	$MP kevd_bench kernel=$bk $rdma $bargs || return 1
