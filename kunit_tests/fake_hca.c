@@ -162,13 +162,16 @@ static int fake_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags how)
 	fake_cq_arm_hook hook;
 	unsigned long flags;
 	bool fire = false;
+	void *hook_ctx;
 	int ret = 0;
 
+	/* Hook and argument together: a clear may come in between. */
 	spin_lock_irqsave(&fcq->lock, flags);
 	hook = fcq->hook;
+	hook_ctx = fcq->hook_ctx;
 	spin_unlock_irqrestore(&fcq->lock, flags);
 	if (hook)
-		hook(ibcq, fcq->hook_ctx);
+		hook(ibcq, hook_ctx);
 
 	spin_lock_irqsave(&fcq->lock, flags);
 	fcq->st.arms++;
