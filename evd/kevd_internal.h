@@ -309,6 +309,7 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 			struct ib_wc *wcs, u32 budget);
 
 /* upcall_policy/notify.c */
-bool kevd_arm_and_check(struct kevd *evd, struct ib_wc *wcs);
+bool kevd_arm_and_check(struct kevd *evd, struct kevd_poller *p,
+			struct ib_wc *wcs);
 
 #endif /* _KEVD_INTERNAL_H */

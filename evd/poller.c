@@ -304,7 +304,7 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 	if (notified && !drained)
 		evd->postats.empty_notifications++;
 	if (work >= budget || kevd_defer_arm(evd, work) ||
-	    kevd_arm_and_check(evd, p->wcs)) {
+	    kevd_arm_and_check(evd, p, p->wcs)) {
 		kevd_enqueue(p, evd);
 		return;
 	}

@@ -11,8 +11,9 @@
  *
  *   1. arms: ib_req_notify_cq(NEXT_COMP or SOLICITED | REPORT_MISSED_EVENTS);
  *   2. checks: a positive return means "poll again"; otherwise (auto and
- *      poll modes) it polls one completion, into a reserved ring slot, so
- *      a completion found is kept, never lost;
+ *      poll modes) it polls one completion, so a completion found is kept,
+ *      never lost: delivered at once where completions skip the ring
+ *      (kevd_deliver_direct()), else into a reserved ring slot;
  *   3. if the check found anything, the EVD goes back on the run list:
  *      the next pass drains, and arms again when idle.
  *
@@ -33,6 +34,7 @@
 /**
  * kevd_arm_and_check() - arm the CQ of an idle EVD and check for misses.
  * @evd: the EVD; the caller owns it.
+ * @p: the owning poller.
  * @wcs: room for one work completion.
  *
  * A CQ whose drain stopped at a full ring is not armed: the consumer's
@@ -41,10 +43,11 @@
  * Context: the owning poller thread.
  * Return: true if the EVD needs another pass.
  */
-bool kevd_arm_and_check(struct kevd *evd, struct ib_wc *wcs)
+bool kevd_arm_and_check(struct kevd *evd, struct kevd_poller *p,
+			struct ib_wc *wcs)
 {
 	enum ib_cq_notify_flags how;
-	int mode, ret;
+	int mode, ret, found;
 
 	if (!evd->cq || READ_ONCE(evd->cq_stalled))
 		return false;
@@ -59,7 +62,10 @@ bool kevd_arm_and_check(struct kevd *evd, struct ib_wc *wcs)
 	}
 	if (mode == KEVD_CHECK_REPORT)
 		return false;
-	if (kevd_cq_drain(evd, wcs, 1)) {
+	found = kevd_deliver_direct(evd, p, wcs, 1);
+	if (found < 0)
+		found = kevd_cq_drain(evd, wcs, 1);
+	if (found) {
 		evd->postats.repolls++;
 		return true;
 	}
