@@ -267,7 +267,7 @@ static bool kevd_defer_arm(struct kevd *evd, u32 work)
 static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 {
 	u32 budget = READ_ONCE(kevd_param_budget);
-	u32 work = 0, drained = 0, got, done;
+	u32 work = 0, drained = 0, got, done, want;
 	bool notified, handed_off = false;
 	int direct;
 
@@ -279,9 +279,8 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 	while (work < budget) {
 		got = 0;
 		if (evd->cq) {
-			direct = kevd_deliver_direct(evd, p, p->wcs,
-						     min(budget - work,
-							 (u32)KEVD_BATCH));
+			want = min(budget - work, (u32)KEVD_BATCH);
+			direct = kevd_deliver_direct(evd, p, p->wcs, want);
 			if (direct >= 0) {
 				/* the ring was empty: so was the CQ, or go on */
 				drained += direct;
@@ -290,8 +289,7 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 					break;
 				continue;
 			}
-			got = kevd_cq_drain(evd, p->wcs,
-					    min(budget - work, (u32)KEVD_BATCH));
+			got = kevd_cq_drain(evd, p->wcs, want);
 		}
 		drained += got;
 		done = kevd_deliver(evd, p, p->evs, budget - work, &handed_off);

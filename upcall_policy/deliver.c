@@ -135,7 +135,9 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 	struct kevd_event ev;
 	int n, i;
 
-	if (!kevd_direct_begin(evd, &upcall))
+	/* Other policies never qualify: no lock round trip for them. */
+	if (READ_ONCE(evd->policy) != KEVD_UPCALL_SINGLE_INSTANCE ||
+	    !kevd_direct_begin(evd, &upcall))
 		return -EAGAIN;
 	kevd_cq_unstall(evd);	/* the ring is empty */
 	n = ib_poll_cq(evd->cq, budget, wcs);
