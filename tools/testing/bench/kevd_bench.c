@@ -1039,6 +1039,27 @@ static void bench_stop_consumer(struct bench_run *r,
 	bench_stop_thread(consumer);
 }
 
+/*
+ * Run the producer against the one CQ *@cqp, stop the consumer, and take
+ * the sample's counters and latency; -EIO if an event was lost, repeated
+ * or bad.
+ */
+static int bench_go_one(struct bench_run *r, struct ib_cq **cqp,
+			struct task_struct *consumer, struct bench_sample *s)
+{
+	int ret;
+
+	r->cqs = cqp;
+	r->ncqs = 1;
+	ret = bench_go(r, consumer, s);
+	bench_stop_consumer(r, consumer);
+	if (ret)
+		return ret;
+	bench_counters(r, s);
+	bench_latency(r, s);
+	return bench_check(r, s) ? 0 : -EIO;
+}
+
 /* One run of a single-CQ mode. */
 static int bench_one(enum bench_mode mode, u32 rate, u32 max_events, u32 ms,
 		     struct bench_sample *s)
@@ -1053,19 +1074,8 @@ static int bench_one(enum bench_mode mode, u32 rate, u32 max_events, u32 ms,
 		return -ENOMEM;
 	bench_run_init(r, mode, rate, max_events, ms);
 	ret = bench_setup(r, &cq, &consumer);
-	if (ret)
-		goto out;
-	r->cqs = &cq;
-	r->ncqs = 1;
-	ret = bench_go(r, consumer, s);
-	bench_stop_consumer(r, consumer);
-	if (!ret) {
-		bench_counters(r, s);
-		bench_latency(r, s);
-		if (!bench_check(r, s))
-			ret = -EIO;
-	}
-out:
+	if (!ret)
+		ret = bench_go_one(r, &cq, consumer, s);
 	bench_teardown(r, cq);
 	kfree(r);
 	return ret;
@@ -1489,16 +1499,7 @@ static int bench_rdma_one(enum bench_mode mode, u32 rate, u32 max_events,
 		bench_stop_consumer(r, consumer);
 		goto out_rc;
 	}
-	r->cqs = &cq;
-	r->ncqs = 1;
-	ret = bench_go(r, consumer, s);
-	bench_stop_consumer(r, consumer);
-	if (!ret) {
-		bench_counters(r, s);
-		bench_latency(r, s);
-		if (!bench_check(r, s))
-			ret = -EIO;
-	}
+	ret = bench_go_one(r, &cq, consumer, s);
 	kevd_rc_disconnect(&r->rc);
 	ret = kevd_rc_wait_disconnected(&r->rc, 30 * HZ) ?: ret;
 out_rc:
