@@ -845,6 +845,13 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The median of @n values; sorts them. */
+static u64 bench_median_u64(u64 *v, u32 n)
+{
+	sort(v, n, sizeof(u64), cmp_u64, NULL);
+	return v[n / 2];
+}
+
 static int cmp_u32(const void *a, const void *b)
 {
 	u32 x = *(const u32 *)a, y = *(const u32 *)b;
@@ -1208,135 +1215,179 @@ out:
 
 struct bench_scale {
 	u32 nevds;
+	bool floor;
+	u32 made;
+	struct kevd **evds;
+	struct ib_cq **cqs;
+	struct bench_run *r;
+	/* per repetition */
+	u64 eps[BENCH_MAX_REPS];
+	u64 notif[BENCH_MAX_REPS];
+	u64 prod[BENCH_MAX_REPS];
+	u64 cpu[BENCH_MAX_REPS];
+	u64 vs_first[BENCH_MAX_REPS];	/* x100 */
+	/* medians */
 	u64 ev_per_s;
 	u64 notif_x1000;
 	u64 prod_ns_x10;	/* the producer's task time per event */
+	u64 cpu_ns_x10;		/* every CPU's busy time but the producer's */
+	u64 vs_first_x100;
 	size_t mem_bytes;
 	size_t ring_bytes;
 	u32 qlen;
-	bool ok;
 };
 
 /*
  * @n EVDs (kevd-single on the default pollers), or with @floor @n plain
  * CQs that one floor thread polls round robin: what touching @n CQs costs
- * without kevd, for comparison.
+ * without kevd, for comparison. Idle between its repetitions: armed, on
+ * no run list.
  */
-static int bench_scale_one(u32 n, bool floor, u32 nreps, u32 max_events,
-			   u32 ms, struct bench_scale *out)
+static int bench_scale_setup(struct bench_scale *sc, u32 n, bool floor)
 {
 	struct ib_cq_init_attr attr = { .cqe = scale_qlen };
-	u64 *eps, *notif, *prod;	/* medians over the repetitions */
-	struct task_struct *consumer;
-	struct kevd **evds;
-	struct ib_cq **cqs;
-	struct bench_run *r;
 	struct kevd_param p;
-	u32 i, made = 0, rep;
-	int ret = 0;
+	int ret;
 
-	memset(out, 0, sizeof(*out));
-	out->nevds = n;
-	r = kzalloc(sizeof(*r), GFP_KERNEL);
-	evds = kvcalloc(n, sizeof(*evds), GFP_KERNEL);
-	cqs = kvcalloc(n, sizeof(*cqs), GFP_KERNEL);
-	eps = kcalloc(3 * BENCH_MAX_REPS, sizeof(*eps), GFP_KERNEL);
-	if (!r || !evds || !cqs || !eps) {
-		ret = -ENOMEM;
-		goto out;
+	memset(sc, 0, sizeof(*sc));
+	sc->nevds = n;
+	sc->floor = floor;
+	sc->qlen = scale_qlen;
+	sc->r = kzalloc(sizeof(*sc->r), GFP_KERNEL);
+	sc->evds = kvcalloc(n, sizeof(*sc->evds), GFP_KERNEL);
+	sc->cqs = kvcalloc(n, sizeof(*sc->cqs), GFP_KERNEL);
+	if (!sc->r || !sc->evds || !sc->cqs)
+		return -ENOMEM;
+	for (; sc->made < n && floor; sc->made++) {
+		sc->cqs[sc->made] = ib_create_cq(bs->ibdev, bench_nop_handler,
+						 NULL, sc->r, &attr);
+		if (IS_ERR(sc->cqs[sc->made]))
+			return PTR_ERR(sc->cqs[sc->made]);
 	}
-	notif = eps + BENCH_MAX_REPS;
-	prod = notif + BENCH_MAX_REPS;
-	for (made = 0; made < n && floor; made++) {
-		cqs[made] = ib_create_cq(bs->ibdev, bench_nop_handler, NULL, r,
-					 &attr);
-		if (IS_ERR(cqs[made])) {
-			ret = PTR_ERR(cqs[made]);
-			goto out;
-		}
+	for (; sc->made < n; sc->made++) {
+		sc->evds[sc->made] = bench_kevd(sc->r, bs->ibdev,
+						KEVD_UPCALL_SINGLE_INSTANCE,
+						scale_qlen, KEVD_ANY);
+		if (IS_ERR(sc->evds[sc->made]))
+			return PTR_ERR(sc->evds[sc->made]);
+		sc->cqs[sc->made] = kevd_cq(sc->evds[sc->made]);
 	}
-	for (; made < n; made++) {
-		evds[made] = bench_kevd(r, bs->ibdev, KEVD_UPCALL_SINGLE_INSTANCE,
-					scale_qlen, KEVD_ANY);
-		if (IS_ERR(evds[made])) {
-			ret = PTR_ERR(evds[made]);
-			goto out;
-		}
-		cqs[made] = kevd_cq(evds[made]);
-	}
+	if (floor)
+		return 0;
 	/* Settle: what each EVD holds once created. */
-	p.qlen = scale_qlen;
-	if (!floor) {
-		ret = kevd_query(evds[n - 1], &p);
-		if (ret)
-			goto out;
-		out->mem_bytes = p.mem_bytes;
-		out->ring_bytes = (size_t)p.qlen * sizeof(struct kevd_event);
-	}
-	out->qlen = p.qlen;
-	out->ok = true;
-	for (rep = 0; rep < nreps; rep++) {
-		struct bench_sample s;
-		u64 n0 = 0, n1 = 0;
-		struct fake_cq_stats st;
+	ret = kevd_query(sc->evds[n - 1], &p);
+	if (ret)
+		return ret;
+	sc->qlen = p.qlen;
+	sc->mem_bytes = p.mem_bytes;
+	sc->ring_bytes = (size_t)p.qlen * sizeof(struct kevd_event);
+	return 0;
+}
 
-		for (i = 0; i < n; i++) {
-			fake_cq_stats(cqs[i], &st);
-			n0 += st.notifications;
-		}
-		bench_run_init(r, floor ? BM_FLOOR : BM_SCALE, 0, max_events,
-			       ms);
-		r->cqs = cqs;
-		r->ncqs = n;
-		r->per_cq_room = true;
-		r->room = max(p.qlen, 2u) - 1;
-		consumer = NULL;
-		if (floor) {
-			consumer = bench_thread(bench_floor_thread, r, bs->ccpu,
-						"kevd_bench_floor");
-			if (IS_ERR(consumer)) {
-				ret = PTR_ERR(consumer);
-				goto out;
-			}
-		}
-		ret = bench_go(r, consumer, &s);
-		bench_stop_consumer(r, consumer);
-		if (!ret && !bench_check(r, &s))
-			ret = -EIO;
-		if (ret) {
-			out->ok = false;
-			goto out;
-		}
-		for (i = 0; i < n; i++) {
-			fake_cq_stats(cqs[i], &st);
-			n1 += st.notifications;
-		}
-		eps[rep] = s.ev_per_s;
-		notif[rep] = div64_u64((n1 - n0) * 1000, max(s.produced, 1u));
-		prod[rep] = s.prod_ns_x10;
-	}
-	sort(eps, nreps, sizeof(u64), cmp_u64, NULL);
-	sort(notif, nreps, sizeof(u64), cmp_u64, NULL);
-	sort(prod, nreps, sizeof(u64), cmp_u64, NULL);
-	out->ev_per_s = eps[nreps / 2];
-	out->notif_x1000 = notif[nreps / 2];
-	out->prod_ns_x10 = prod[nreps / 2];
-out:
-	while (evds && made--) {
+static void bench_scale_teardown(struct bench_scale *sc)
+{
+	while (sc->evds && sc->made--) {
 		int err = 0;
 
-		if (floor)
-			ib_destroy_cq(cqs[made]);
+		if (sc->floor)
+			ib_destroy_cq(sc->cqs[sc->made]);
 		else
-			err = kevd_free(evds[made]);
+			err = kevd_free(sc->evds[sc->made]);
 		if (err)
 			pr_err("kevd-bench: kevd_free: %d\n", err);
 	}
-	kfree(eps);
-	kvfree(cqs);
-	kvfree(evds);
-	kfree(r);
-	return ret;
+	kvfree(sc->cqs);
+	kvfree(sc->evds);
+	kfree(sc->r);
+	sc->cqs = NULL;
+	sc->evds = NULL;
+	sc->r = NULL;
+}
+
+static u64 bench_scale_notifications(struct bench_scale *sc)
+{
+	struct fake_cq_stats st;
+	u64 sum = 0;
+	u32 i;
+
+	for (i = 0; i < sc->nevds; i++) {
+		fake_cq_stats(sc->cqs[i], &st);
+		sum += st.notifications;
+	}
+	return sum;
+}
+
+/* Repetition @rep of a set made by bench_scale_setup(). */
+static int bench_scale_rep(struct bench_scale *sc, u32 rep, u32 max_events,
+			   u32 ms)
+{
+	struct bench_run *r = sc->r;
+	struct task_struct *consumer = NULL;
+	struct bench_sample s;
+	u64 n0;
+	int ret;
+
+	n0 = bench_scale_notifications(sc);
+	bench_run_init(r, sc->floor ? BM_FLOOR : BM_SCALE, 0, max_events, ms);
+	r->cqs = sc->cqs;
+	r->ncqs = sc->nevds;
+	r->per_cq_room = true;
+	r->room = max(sc->qlen, 2u) - 1;
+	if (sc->floor) {
+		consumer = bench_thread(bench_floor_thread, r, bs->ccpu,
+					"kevd_bench_floor");
+		if (IS_ERR(consumer))
+			return PTR_ERR(consumer);
+	}
+	ret = bench_go(r, consumer, &s);
+	bench_stop_consumer(r, consumer);
+	if (!ret && !bench_check(r, &s))
+		ret = -EIO;
+	if (ret)
+		return ret;
+	sc->eps[rep] = s.ev_per_s;
+	sc->notif[rep] = div64_u64((bench_scale_notifications(sc) - n0) * 1000,
+				   max(s.produced, 1u));
+	sc->prod[rep] = s.prod_ns_x10;
+	sc->cpu[rep] = s.cpu_ns_x10;
+	return 0;
+}
+
+/*
+ * Scale: the sets of every size exist together, and each repetition runs
+ * every set once, smallest first, so that the host's slow and fast phases
+ * fall on all sizes alike. vs_first is the median of each repetition's
+ * ratio to the first size's run just before it.
+ */
+static int bench_scale_all(struct bench_scale *sc, u32 nsc, bool floor,
+			   u32 nreps, u32 max_events, u32 ms)
+{
+	u32 i, rep;
+	int ret = 0;
+
+	for (i = 0; i < nsc && !ret; i++)
+		ret = bench_scale_setup(&sc[i], scale[i], floor);
+	for (rep = 0; rep < nreps && !ret; rep++)
+		for (i = 0; i < nsc && !ret; i++)
+			ret = bench_scale_rep(&sc[i], rep, max_events, ms);
+	for (i = 0; i < nsc; i++)
+		bench_scale_teardown(&sc[i]);
+	if (ret)
+		return ret;
+	for (i = 0; i < nsc; i++) {
+		for (rep = 0; rep < nreps; rep++)
+			sc[i].vs_first[rep] =
+				div64_u64(sc[i].eps[rep] * 100 + sc[0].eps[rep] / 2,
+					  max(sc[0].eps[rep], 1ull));
+	}
+	for (i = 0; i < nsc; i++) {
+		sc[i].ev_per_s = bench_median_u64(sc[i].eps, nreps);
+		sc[i].notif_x1000 = bench_median_u64(sc[i].notif, nreps);
+		sc[i].prod_ns_x10 = bench_median_u64(sc[i].prod, nreps);
+		sc[i].cpu_ns_x10 = bench_median_u64(sc[i].cpu, nreps);
+		sc[i].vs_first_x100 = bench_median_u64(sc[i].vs_first, nreps);
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1436,8 +1487,7 @@ static u64 bench_med(const struct bench_sample *s, u32 n, size_t off)
 
 	for (i = 0; i < n; i++)
 		v[i] = *(const u64 *)((const char *)&s[i] + off);
-	sort(v, n, sizeof(u64), cmp_u64, NULL);
-	return v[n / 2];
+	return bench_median_u64(v, n);
 }
 
 static void bench_median(struct bench_sample *s, u32 n, struct bench_res *x)
@@ -1657,7 +1707,7 @@ static int bench_rdma_smoke(void)
 
 static int bench_smoke(void)
 {
-	struct bench_scale sc;
+	struct bench_scale *sc;
 	struct bench_sample s;
 	u64 cpu, fill;
 	int m, ret, fails = 0;
@@ -1676,7 +1726,12 @@ static int bench_smoke(void)
 			fails++;
 		}
 	}
-	ret = bench_scale_one(16, false, 1, smoke_events, 60000, &sc);
+	sc = kzalloc(sizeof(*sc), GFP_KERNEL);
+	ret = sc ? bench_scale_setup(sc, 16, false) : -ENOMEM;
+	ret = ret ?: bench_scale_rep(sc, 0, smoke_events, 60000);
+	if (sc)
+		bench_scale_teardown(sc);
+	kfree(sc);
 	pr_info("kevd-bench-smoke mode=scale-16 events=%u delivered=%u %s\n",
 		smoke_events, ret ? 0 : smoke_events, ret ? "FAIL" : "ok");
 	fails += !!ret;
@@ -1700,7 +1755,7 @@ static int bench_smoke(void)
 static noinline_for_stack int bench_all_bursts(void)
 {
 	u64 (*v)[BENCH_MAX_REPS], (*w)[BENCH_MAX_REPS];
-	u64 fl[BENCH_MAX_REPS], fill;
+	u64 fl[BENCH_MAX_REPS], fill, cpu;
 	char buf[2][24];
 	int m, rep, ret = -ENOMEM;
 
@@ -1723,8 +1778,7 @@ static noinline_for_stack int bench_all_bursts(void)
 			}
 		}
 	}
-	sort(fl, reps, sizeof(u64), cmp_u64, NULL);
-	bs->floor_cpu_x10 = fl[reps / 2];
+	bs->floor_cpu_x10 = bench_median_u64(fl, reps);
 	bs->res[BM_FLOOR][0].cpu_ns_x10 = bs->floor_cpu_x10;
 	pr_info("kevd-bench-floor-drain kernel=%s events=%u cpu_ns_per_ev=%s with=backlogs\n",
 		kernel, drain_events,
@@ -1732,14 +1786,14 @@ static noinline_for_stack int bench_all_bursts(void)
 	for (m = 0; m < BM_NR; m++) {
 		if (!bench_selected(bench_mode_name[m]))
 			continue;
-		sort(v[m], reps, sizeof(u64), cmp_u64, NULL);
-		sort(w[m], reps, sizeof(u64), cmp_u64, NULL);
+		cpu = bench_median_u64(v[m], reps);
 		if (m != BM_FLOOR)
-			bs->res[m][0].cpu_ns_x10 = v[m][reps / 2];
+			bs->res[m][0].cpu_ns_x10 = cpu;
 		pr_info("kevd-bench-backlog kernel=%s mode=%s events=%u backlog=%u cpu_ns_per_ev=%s notif_per_ev=%s\n",
 			kernel, bench_mode_name[m], events, depth,
-			bench_fix(buf[0], sizeof(buf[0]), v[m][reps / 2], 1),
-			bench_fix(buf[1], sizeof(buf[1]), w[m][reps / 2], 3));
+			bench_fix(buf[0], sizeof(buf[0]), cpu, 1),
+			bench_fix(buf[1], sizeof(buf[1]),
+				  bench_median_u64(w[m], reps), 3));
 	}
 out:
 	kfree(v);
@@ -1762,10 +1816,8 @@ static noinline_for_stack int bench_calibrate(void)
 		if (ret)
 			return ret;
 	}
-	sort(v, reps, sizeof(u64), cmp_u64, NULL);
-	sort(w, reps, sizeof(u64), cmp_u64, NULL);
-	bs->floor_cpu_x10 = v[reps / 2];
-	bs->produce_ns_x10 = w[reps / 2];
+	bs->floor_cpu_x10 = bench_median_u64(v, reps);
+	bs->produce_ns_x10 = bench_median_u64(w, reps);
 	pr_info("kevd-bench-calib kernel=%s producer_cpu_ns_per_ev=%s subtracted=%s\n",
 		kernel, bench_fix(buf, sizeof(buf), bs->produce_ns_x10, 1),
 		bs->shared ? "calibrated" : "task-time");
@@ -1779,7 +1831,7 @@ static int bench_all(void)
 {
 	struct bench_sample *s;
 	struct bench_scale *sc, *scf;	/* kevd, floor */
-	char buf[3][24];
+	char buf[4][24];
 	int m, ri, rep, ret, i;
 	u32 rate;
 
@@ -1838,36 +1890,37 @@ static int bench_all(void)
 			bench_print_mode(m, ri, ri ? rates[ri - 1] : 0);
 	}
 
-	for (i = 0; i < nr_scale && bench_selected("scale"); i++) {
-		ret = bench_scale_one(scale[i], false, reps, events, run_ms,
-				      &sc[i]);
-		ret = ret ?: bench_scale_one(scale[i], true, reps, events,
-					     run_ms, &scf[i]);
+	if (bench_selected("scale")) {
+		ret = bench_scale_all(sc, nr_scale, false, reps, events, run_ms);
+		ret = ret ?: bench_scale_all(scf, nr_scale, true, reps, events,
+					     run_ms);
 		if (ret) {
-			pr_err("kevd-bench: scale %u: error %d\n", scale[i], ret);
+			pr_err("kevd-bench: scale: error %d\n", ret);
 			goto fail;
 		}
 	}
 	for (i = 0; i < nr_scale && bench_selected("scale"); i++) {
-		bench_ratio(buf[0], sizeof(buf[0]), sc[i].ev_per_s, sc[0].ev_per_s);
+		bench_fix(buf[0], sizeof(buf[0]), sc[i].vs_first_x100, 2);
 		bench_fix(buf[1], sizeof(buf[1]), sc[i].notif_x1000, 3);
 		bench_fix(buf[2], sizeof(buf[2]), sc[i].prod_ns_x10, 1);
-		pr_info("kevd-bench-scale kernel=%s evds=%u ev_per_s=%llu vs_first=%s notif_per_ev=%s qlen=%u mem_per_evd=%zu ring_bytes=%zu overhead=%zd producer_ns_per_ev=%s\n",
+		bench_fix(buf[3], sizeof(buf[3]), sc[i].cpu_ns_x10, 1);
+		pr_info("kevd-bench-scale kernel=%s evds=%u ev_per_s=%llu vs_first=%s notif_per_ev=%s qlen=%u mem_per_evd=%zu ring_bytes=%zu overhead=%zd producer_ns_per_ev=%s cpu_ns_per_ev=%s\n",
 			kernel, sc[i].nevds, sc[i].ev_per_s, buf[0], buf[1],
 			sc[i].qlen, sc[i].mem_bytes, sc[i].ring_bytes,
 			(ssize_t)sc[i].mem_bytes - (ssize_t)sc[i].ring_bytes,
-			buf[2]);
+			buf[2], buf[3]);
 		pr_info("kevd-bench-csv,%s,scale,%u,%llu,%s,%s,%u,%zu,%zu\n",
 			kernel, sc[i].nevds, sc[i].ev_per_s, buf[0], buf[1],
 			sc[i].qlen, sc[i].mem_bytes, sc[i].ring_bytes);
 	}
 	/* The same producer over plain CQs and one polling thread. */
 	for (i = 0; i < nr_scale && bench_selected("scale"); i++) {
-		bench_ratio(buf[0], sizeof(buf[0]), scf[i].ev_per_s,
-			    scf[0].ev_per_s);
+		bench_fix(buf[0], sizeof(buf[0]), scf[i].vs_first_x100, 2);
 		bench_fix(buf[2], sizeof(buf[2]), scf[i].prod_ns_x10, 1);
-		pr_info("kevd-bench-scale-floor kernel=%s cqs=%u ev_per_s=%llu vs_first=%s producer_ns_per_ev=%s\n",
-			kernel, scf[i].nevds, scf[i].ev_per_s, buf[0], buf[2]);
+		bench_fix(buf[3], sizeof(buf[3]), scf[i].cpu_ns_x10, 1);
+		pr_info("kevd-bench-scale-floor kernel=%s cqs=%u ev_per_s=%llu vs_first=%s producer_ns_per_ev=%s cpu_ns_per_ev=%s\n",
+			kernel, scf[i].nevds, scf[i].ev_per_s, buf[0], buf[2],
+			buf[3]);
 		pr_info("kevd-bench-csv,%s,scale-floor,%u,%llu,%s\n",
 			kernel, scf[i].nevds, scf[i].ev_per_s, buf[0]);
 	}
