@@ -13,6 +13,11 @@
  *   - A pass (kevd_poll_one()) drains the CQ within the budget, delivers
  *     upcalls, and when idle arms the CQ with the extended notify; work
  *     left over sends the EVD to the tail of the list.
+ *   - A round (kevd_poller_fn()), as net_rx_action(): the poller takes its
+ *     whole run list in one lock round trip and makes a pass over each
+ *     EVD; the EVDs it queues again itself wait on a private list and
+ *     open the next round, before those queued meanwhile. No lock and no
+ *     wake-up per pass.
  *
  * Ownership: while KEVD_POLL_SCHED is set exactly one poller owns the EVD:
  * it alone drains and arms the CQ. For MANY the owner hands the EVD to the
@@ -25,6 +30,7 @@
  *
  * Locking: poller->lock (irqsave) guards the run list only. It nests
  * inside evd->lock (the completion handler); nothing is taken inside it.
+ * The round's lists (todo, again) belong to the poller thread: no lock.
  */
 #include <linux/cpumask.h>
 #include <linux/kthread.h>
@@ -37,6 +43,8 @@
  * struct kevd_poller - one poller thread.
  * @lock: guards @run_list.
  * @run_list: EVDs waiting for a pass, in order.
+ * @todo: the current round's EVDs still to pass over (thread only).
+ * @again: EVDs the thread queued again itself this round (thread only).
  * @task: the thread.
  * @in_upcall: the EVD whose upcall the thread runs now, or NULL.
  * @idx: index in the pool.
@@ -46,6 +54,8 @@
 struct kevd_poller {
 	spinlock_t lock;	/* guards run_list */
 	struct list_head run_list;
+	struct list_head todo;
+	struct list_head again;
 	struct task_struct *task;
 	struct kevd *in_upcall;
 	unsigned int idx;
@@ -111,6 +121,12 @@ static void kevd_enqueue(struct kevd_poller *p, struct kevd *evd)
 	wake_up_process(p->task);
 }
 
+/* Called by @p's own thread for an EVD it owns: wait for the next round. */
+static void kevd_requeue(struct kevd_poller *p, struct kevd *evd)
+{
+	list_add_tail(&evd->poll_node, &p->again);
+}
+
 /**
  * kevd_schedule() - make sure a pass over @evd will run.
  * @evd: the EVD.
@@ -154,7 +170,7 @@ static void kevd_poll_complete(struct kevd_poller *p, struct kevd *evd)
 	} while (!try_cmpxchg(&evd->poll_state, &val, new));
 
 	if (new & BIT(KEVD_POLL_SCHED))
-		kevd_enqueue(p, evd);
+		kevd_requeue(p, evd);
 	else if (val & BIT(KEVD_POLL_DEAD))
 		wake_up_var(&evd->poll_state);	/* kevd_poll_wait_idle() */
 }
@@ -197,12 +213,16 @@ static void kevd_poller_shed(struct kevd_poller *p)
 	unsigned long flags;
 	LIST_HEAD(moved);
 
-	/* Racy peek: an EVD queued just after it is served after the upcall. */
-	if (to == p || data_race(list_empty(&p->run_list)))
+	if (to == p)
 		return;
-	spin_lock_irqsave(&p->lock, flags);
-	list_splice_init(&p->run_list, &moved);
-	spin_unlock_irqrestore(&p->lock, flags);
+	list_splice_init(&p->todo, &moved);
+	/* Racy peek: an EVD queued just after it is served after the upcall. */
+	if (!data_race(list_empty(&p->run_list))) {
+		spin_lock_irqsave(&p->lock, flags);
+		list_splice_tail_init(&p->run_list, &moved);
+		spin_unlock_irqrestore(&p->lock, flags);
+	}
+	list_splice_tail_init(&p->again, &moved);
 	if (list_empty(&moved))
 		return;
 	spin_lock_irqsave(&to->lock, flags);
@@ -303,10 +323,23 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 		evd->postats.empty_notifications++;
 	if (work >= budget || kevd_defer_arm(evd, work) ||
 	    kevd_arm_and_check(evd, p, p->wcs)) {
-		kevd_enqueue(p, evd);
+		kevd_requeue(p, evd);
 		return;
 	}
 	kevd_poll_complete(p, evd);
+}
+
+/*
+ * A new round: what @p queued itself during the last one, then what was
+ * queued meanwhile (each EVD gets one pass per round).
+ */
+static bool kevd_poller_take(struct kevd_poller *p)
+{
+	list_splice_init(&p->again, &p->todo);
+	spin_lock_irq(&p->lock);
+	list_splice_tail_init(&p->run_list, &p->todo);
+	spin_unlock_irq(&p->lock);
+	return !list_empty(&p->todo);
 }
 
 static int kevd_poller_fn(void *data)
@@ -320,19 +353,17 @@ static int kevd_poller_fn(void *data)
 			__set_current_state(TASK_RUNNING);
 			break;
 		}
-		spin_lock_irq(&p->lock);
-		evd = list_first_entry_or_null(&p->run_list, struct kevd,
-					       poll_node);
-		if (evd)
-			list_del_init(&evd->poll_node);
-		spin_unlock_irq(&p->lock);
-		if (!evd) {
+		if (!kevd_poller_take(p)) {
 			schedule();
 			continue;
 		}
 		__set_current_state(TASK_RUNNING);
-		kevd_poll_one(p, evd);
-		cond_resched();
+		while ((evd = list_first_entry_or_null(&p->todo, struct kevd,
+						       poll_node))) {
+			list_del_init(&evd->poll_node);
+			kevd_poll_one(p, evd);
+			cond_resched();
+		}
 	}
 	return 0;
 }
@@ -357,6 +388,8 @@ int kevd_pollers_start(void)
 
 		spin_lock_init(&p->lock);
 		INIT_LIST_HEAD(&p->run_list);
+		INIT_LIST_HEAD(&p->todo);
+		INIT_LIST_HEAD(&p->again);
 		p->idx = i;
 		p->task = kthread_create(kevd_poller_fn, p, "kevd_poll/%u", i);
 		if (IS_ERR(p->task)) {
