@@ -286,6 +286,7 @@ int kevd_free(struct kevd *evd)
 		return -EBUSY;
 	}
 	WRITE_ONCE(evd->policy, KEVD_UPCALL_TEARDOWN);
+	kevd_upcall_changed(evd);
 	WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_OPEN);
 	set_bit(KEVD_POLL_DEAD, &evd->poll_state);
 	spin_unlock_irqrestore(&evd->lock, flags);

@@ -133,6 +133,22 @@ struct kevd_poll_stats {
 struct kevd_poller;
 
 /**
+ * struct kevd_direct - a pass's direct delivery (kevd_deliver_direct()).
+ * @upcall: the upcall object, snapshot under evd->lock when it opened.
+ * @gen: evd->upcall_gen then.
+ * @open: counted in evd->upcalls_running; kevd_direct_end() closes it.
+ *
+ * One per pass, on the owning poller's stack: the snapshot and the count
+ * are taken once for all the CQ polls of the pass (arm check included),
+ * not once per poll.
+ */
+struct kevd_direct {
+	struct kevd_upcall upcall;
+	u32 gen;
+	bool open;
+};
+
+/**
  * struct kevd - an event dispatcher.
  * @ring: the event ring.
  * @pstats: producer counters.
@@ -142,6 +158,9 @@ struct kevd_poller;
  * @upcall: the upcall object.
  * @upcall_flag: INVOC_NEW or INVOC_ANY.
  * @state: KEVD_STATE_* bits.
+ * @upcall_gen: bumped under @lock by every change of policy, upcall
+ *	object or flag; a direct session (&struct kevd_direct) delivers only
+ *	while it is unchanged.
  * @upcalls_running: upcall batches being delivered now; raised under
  *	@lock (so TEARDOWN sees every batch that began), dropped without it.
  * @gate_new: INVOC_NEW is waiting for the first new arrival...
@@ -178,6 +197,7 @@ struct kevd {
 	struct kevd_upcall upcall;
 	int upcall_flag;
 	u32 state;
+	u32 upcall_gen;
 	atomic_t upcalls_running;
 	bool gate_new;
 	u32 gate_prod;
@@ -257,6 +277,13 @@ void kevd_get(struct kevd *evd);
 void kevd_put(struct kevd *evd);
 int kevd_raise_overflow(struct kevd *evd, enum kevd_stream stream);
 
+/* Under evd->lock: the upcall policy, object or flag changed. */
+static inline void kevd_upcall_changed(struct kevd *evd)
+{
+	lockdep_assert_held(&evd->lock);
+	WRITE_ONCE(evd->upcall_gen, evd->upcall_gen + 1);
+}
+
 /* evd/poller.c */
 int kevd_pollers_start(void);
 void kevd_pollers_stop(void);
@@ -306,10 +333,11 @@ u32 kevd_wc_opcode(const struct ib_wc *wc);
 u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 		 struct kevd_event *evs, u32 budget, bool *handed_off);
 int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
-			struct ib_wc *wcs, u32 budget);
+			struct kevd_direct *d, struct ib_wc *wcs, u32 budget);
+void kevd_direct_end(struct kevd *evd, struct kevd_direct *d);
 
 /* upcall_policy/notify.c */
 bool kevd_arm_and_check(struct kevd *evd, struct kevd_poller *p,
-			struct ib_wc *wcs);
+			struct kevd_direct *d, struct ib_wc *wcs);
 
 #endif /* _KEVD_INTERNAL_H */

@@ -289,6 +289,7 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 	u32 budget = READ_ONCE(kevd_param_budget);
 	u32 work = 0, drained = 0, got, done, want;
 	bool notified, handed_off = false;
+	struct kevd_direct d = { };
 	int direct;
 
 	if (test_bit(KEVD_POLL_DEAD, &evd->poll_state)) {
@@ -300,7 +301,7 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 		got = 0;
 		if (evd->cq) {
 			want = min(budget - work, (u32)KEVD_BATCH);
-			direct = kevd_deliver_direct(evd, p, p->wcs, want);
+			direct = kevd_deliver_direct(evd, p, &d, p->wcs, want);
 			if (direct >= 0) {
 				/* the ring was empty: so was the CQ, or go on */
 				drained += direct;
@@ -309,6 +310,8 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 					break;
 				continue;
 			}
+			/* No session across a MANY hand-off. */
+			kevd_direct_end(evd, &d);
 			got = kevd_cq_drain(evd, p->wcs, want);
 		}
 		drained += got;
@@ -322,10 +325,12 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 	if (notified && !drained)
 		evd->postats.empty_notifications++;
 	if (work >= budget || kevd_defer_arm(evd, work) ||
-	    kevd_arm_and_check(evd, p, p->wcs)) {
+	    kevd_arm_and_check(evd, p, &d, p->wcs)) {
+		kevd_direct_end(evd, &d);
 		kevd_requeue(p, evd);
 		return;
 	}
+	kevd_direct_end(evd, &d);
 	kevd_poll_complete(p, evd);
 }
 

@@ -17,7 +17,8 @@
  *	and the upcalls read the slots in place (kevd_ring_claim()): an event
  *	is written once, by the CQ drain or the poster, and never copied.
  *	While the ring is empty, completions skip it: the owner polls the CQ
- *	and calls the upcall for each (kevd_deliver_direct()).
+ *	and calls the upcall for each (kevd_deliver_direct()), under one
+ *	policy snapshot per pass (struct kevd_direct).
  *   MANY: the owner pops (copies) the batch, and if more events wait,
  *	hands the EVD to the next poller before delivering, so batches run
  *	concurrently.
@@ -91,28 +92,55 @@ static u32 kevd_deliver_in_place(struct kevd *evd, struct kevd_poller *p,
 
 /*
  * Under evd->lock: may completions skip the ring? SINGLE_INSTANCE, the
- * INVOC_NEW gate open, nothing queued. Counts the batch if so.
+ * INVOC_NEW gate open, nothing queued. Opens the session if so.
  */
-static bool kevd_direct_begin(struct kevd *evd, struct kevd_upcall *upcall)
+static bool kevd_direct_begin(struct kevd *evd, struct kevd_direct *d)
 {
 	unsigned long flags;
-	bool go;
 
 	spin_lock_irqsave(&evd->lock, flags);
-	go = evd->policy == KEVD_UPCALL_SINGLE_INSTANCE && !evd->gate_new &&
-	     !kevd_ring_count(&evd->ring);
-	if (go) {
-		*upcall = evd->upcall;
+	d->open = evd->policy == KEVD_UPCALL_SINGLE_INSTANCE &&
+		  !evd->gate_new && !kevd_ring_count(&evd->ring);
+	if (d->open) {
+		d->upcall = evd->upcall;
+		d->gen = evd->upcall_gen;
 		atomic_inc(&evd->upcalls_running);
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
-	return go;
+	return d->open;
+}
+
+/*
+ * An open session goes on without the lock while nothing changed: no
+ * kevd_modify_upcall() or free since it opened (policy, object and gate
+ * as snapshot) and the ring still empty (software events go first).
+ */
+static bool kevd_direct_continue(struct kevd *evd, struct kevd_direct *d)
+{
+	return READ_ONCE(evd->upcall_gen) == d->gen &&
+	       !kevd_ring_count(&evd->ring);
+}
+
+/**
+ * kevd_direct_end() - close a pass's direct session, if it is open.
+ * @evd: the EVD.
+ * @d: the session.
+ *
+ * Context: the owning poller thread, before it lets go of @evd.
+ */
+void kevd_direct_end(struct kevd *evd, struct kevd_direct *d)
+{
+	if (!d->open)
+		return;
+	d->open = false;
+	kevd_deliver_end(evd);
 }
 
 /**
  * kevd_deliver_direct() - deliver completions straight from the CQ.
  * @evd: the EVD; the caller (@p) owns it and it has a CQ.
  * @p: the poller.
+ * @d: the pass's session; kevd_direct_end() closes it before the pass ends.
  * @wcs: room for @budget work completions.
  * @budget: at most this many, at most KEVD_BATCH.
  *
@@ -120,25 +148,33 @@ static bool kevd_direct_begin(struct kevd *evd, struct kevd_upcall *upcall)
  * calls the upcall for each completion, converted on the stack: no slot,
  * no ring lock, no copy. Order holds: only the owner takes completions
  * from the CQ and only it delivers, and it delivers nothing from the ring
- * until this batch is done; an event posted meanwhile queues behind it,
- * as it would behind a drain. The batch counts in upcalls_running, so
- * TEARDOWN and free wait for it like for any other.
+ * until the session is done; an event posted meanwhile ends the session
+ * and queues behind what it delivered, as it would behind a drain. The
+ * first call of a pass opens the session under evd->lock (the policy
+ * snapshot, counted in upcalls_running, so TEARDOWN and free wait for it
+ * like for any batch); later calls check without the lock that nothing
+ * changed (kevd_direct_continue()). A session lasts one pass: at most
+ * poll_budget completions and the arm check.
  *
  * Context: the owning poller thread; calls upcalls, which may sleep.
  * Return: completions delivered (0: the CQ was empty), or -EAGAIN when
  * the EVD does not qualify; the caller then drains into the ring.
  */
 int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
-			struct ib_wc *wcs, u32 budget)
+			struct kevd_direct *d, struct ib_wc *wcs, u32 budget)
 {
-	struct kevd_upcall upcall;
+	const struct kevd_upcall *upcall = &d->upcall;
 	struct kevd_event ev;
 	int n, i;
 
-	/* Other policies never qualify: no lock round trip for them. */
-	if (READ_ONCE(evd->policy) != KEVD_UPCALL_SINGLE_INSTANCE ||
-	    !kevd_direct_begin(evd, &upcall))
+	if (d->open) {
+		if (!kevd_direct_continue(evd, d))
+			return -EAGAIN;
+	} else if (READ_ONCE(evd->policy) != KEVD_UPCALL_SINGLE_INSTANCE ||
+		   !kevd_direct_begin(evd, d)) {
+		/* Other policies never qualify: no lock round trip for them. */
 		return -EAGAIN;
+	}
 	kevd_cq_unstall(evd);	/* the ring is empty */
 	n = ib_poll_cq(evd->cq, budget, wcs);
 	if (n > 0) {
@@ -150,12 +186,11 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 		for (i = 0; i < n; i++) {
 			kevd_wc_to_event(&wcs[i], &ev);
 			ev.evd = evd;
-			upcall.func(upcall.ctx, &ev,
-				    i + 1 < n || kevd_ring_count(&evd->ring));
+			upcall->func(upcall->ctx, &ev,
+				     i + 1 < n || kevd_ring_count(&evd->ring));
 		}
 		kevd_poller_enter_upcall(p, NULL);
 	}
-	kevd_deliver_end(evd);
 	return max(n, 0);
 }
 

@@ -35,6 +35,7 @@
  * kevd_arm_and_check() - arm the CQ of an idle EVD and check for misses.
  * @evd: the EVD; the caller owns it.
  * @p: the owning poller.
+ * @d: the pass's direct session (kevd_deliver_direct()).
  * @wcs: room for one work completion.
  *
  * A CQ whose drain stopped at a full ring is not armed: the consumer's
@@ -44,7 +45,7 @@
  * Return: true if the EVD needs another pass.
  */
 bool kevd_arm_and_check(struct kevd *evd, struct kevd_poller *p,
-			struct ib_wc *wcs)
+			struct kevd_direct *d, struct ib_wc *wcs)
 {
 	enum ib_cq_notify_flags how;
 	int mode, ret, found;
@@ -62,7 +63,7 @@ bool kevd_arm_and_check(struct kevd *evd, struct kevd_poller *p,
 	}
 	if (mode == KEVD_CHECK_REPORT)
 		return false;
-	found = kevd_deliver_direct(evd, p, wcs, 1);
+	found = kevd_deliver_direct(evd, p, d, wcs, 1);
 	if (found < 0)
 		found = kevd_cq_drain(evd, wcs, 1);
 	if (found) {

@@ -89,6 +89,7 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 			kevd_set_gate(evd, flag);
 		WRITE_ONCE(evd->policy, policy);
 		evd->upcall_flag = flag;
+		kevd_upcall_changed(evd);
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (ret)
