@@ -46,6 +46,11 @@
  */
 #define KEVD_BATCH		64
 #define KEVD_MANY_BATCH		16
+/*
+ * An upcall batch longer than this (running or asleep) marks its EVD slow
+ * (evd/poller.c); as NAPI's netdev_budget_usecs, 2 ms.
+ */
+#define KEVD_SLOW_UPCALL_NS	(2 * NSEC_PER_MSEC)
 
 /* Bits of kevd->poll_state. */
 enum {
@@ -174,6 +179,8 @@ struct kevd_direct {
  * @poll_node: on a poller's run list while queued.
  * @home: the poller that serves the EVD by default.
  * @cq_stalled: the last CQ drain stopped at a full ring.
+ * @upcall_slow: an upcall batch took longer than KEVD_SLOW_UPCALL_NS;
+ *	its poller passes its other EVDs on before each batch (sticky).
  * @empty_passes: passes without work since the EVD last had some
  *	(defer_arm); the owning poller's.
  * @notifications: completion notifications received (atomic).
@@ -211,6 +218,7 @@ struct kevd {
 	struct list_head poll_node;
 	struct kevd_poller *home;
 	bool cq_stalled;
+	bool upcall_slow;
 	u8 empty_passes;
 	atomic64_t notifications;
 	struct kevd_poll_stats postats;

@@ -23,10 +23,15 @@
  * it alone drains and arms the CQ. For MANY the owner hands the EVD to the
  * next poller before it runs a batch of upcalls, so batches overlap.
  *
- * Slow upcalls: an upcall runs in its poller thread. Before a poller runs
- * upcalls it passes the other EVDs on its run list to another poller, and
- * kevd_schedule() avoids pollers that are inside an upcall, so a sleeping
- * upcall delays only its own EVD (with a single poller, all of them).
+ * Slow upcalls: an upcall runs in its poller thread. kevd_schedule()
+ * avoids pollers that are inside an upcall. An upcall batch that took
+ * longer than KEVD_SLOW_UPCALL_NS (or slept that long) marks its EVD
+ * slow, and before a poller runs upcalls of a slow EVD it passes the
+ * other EVDs it holds to the next poller. So a slow upcall delays only
+ * its own EVD, except, once, the EVDs already queued behind its first
+ * slow batch (with a single poller, all of them). Fast upcalls pass
+ * nothing: handing the queue over at every batch made two pollers trade
+ * it back and forth, a wake-up per pass.
  *
  * Locking: poller->lock (irqsave) guards the run list only. It nests
  * inside evd->lock (the completion handler); nothing is taken inside it.
@@ -35,6 +40,7 @@
 #include <linux/cpumask.h>
 #include <linux/kthread.h>
 #include <linux/sched.h>
+#include <linux/sched/clock.h>
 #include <linux/slab.h>
 #include <linux/wait_bit.h>
 #include "kevd_internal.h"
@@ -47,6 +53,7 @@
  * @again: EVDs the thread queued again itself this round (thread only).
  * @task: the thread.
  * @in_upcall: the EVD whose upcall the thread runs now, or NULL.
+ * @upcall_t0: local_clock() when that upcall batch began.
  * @idx: index in the pool.
  * @wcs: work completions of a CQ drain.
  * @evs: events of a MANY upcall batch.
@@ -58,6 +65,7 @@ struct kevd_poller {
 	struct list_head again;
 	struct task_struct *task;
 	struct kevd *in_upcall;
+	u64 upcall_t0;
 	unsigned int idx;
 	struct ib_wc wcs[KEVD_BATCH];
 	struct kevd_event evs[KEVD_MANY_BATCH];
@@ -235,12 +243,21 @@ static void kevd_poller_shed(struct kevd_poller *p)
  * kevd_poller_enter_upcall() - the poller is about to run upcalls.
  * @p: the poller (current).
  * @evd: the EVD whose upcalls run, or NULL when they are done.
+ *
+ * Times the batch; a slow one marks the EVD (see "Slow upcalls" above).
  */
 void kevd_poller_enter_upcall(struct kevd_poller *p, struct kevd *evd)
 {
+	struct kevd *was = p->in_upcall;
+
 	WRITE_ONCE(p->in_upcall, evd);
-	if (evd)
-		kevd_poller_shed(p);
+	if (evd) {
+		if (READ_ONCE(evd->upcall_slow))
+			kevd_poller_shed(p);
+		p->upcall_t0 = local_clock();
+	} else if (local_clock() - p->upcall_t0 > KEVD_SLOW_UPCALL_NS) {
+		WRITE_ONCE(was->upcall_slow, true);
+	}
 }
 
 /**

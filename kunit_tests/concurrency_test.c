@@ -461,6 +461,80 @@ static void kevd_conc_free_waits_for_upcall(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, atomic_read(&b->calls), i);
 }
 
+struct slow_pair {
+	struct completion a_slow_done;
+	struct completion a_entered;
+	struct completion release;
+	struct completion b_done;
+	atomic_t a_calls;
+};
+
+static void slow_a_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct slow_pair *s = ctx;
+
+	switch (atomic_inc_return(&s->a_calls)) {
+	case 1:
+		/* The stimulus (a slow upcall), not a synchronisation. */
+		msleep(20);
+		complete(&s->a_slow_done);
+		break;
+	case 2:
+		complete(&s->a_entered);
+		wait_for_completion(&s->release);
+		break;
+	}
+}
+
+static void slow_b_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	complete(ctx);
+}
+
+/*
+ * Once an EVD's upcall was slow, its poller passes the EVDs it holds on
+ * before each of its batches: B, queued behind A on the same poller, is
+ * delivered while A's upcall blocks.
+ */
+static void kevd_conc_slow_upcall_sheds(struct kunit *test)
+{
+	struct kevd_upcall ua = { slow_a_upcall, NULL };
+	struct kevd_upcall ub = { slow_b_upcall, NULL };
+	struct slow_pair *s;
+	struct kevd *a, *b;
+	long left;
+
+	if (num_online_cpus() < 2)
+		kunit_skip(test, "needs two pollers (one CPU here)");
+	s = kunit_kzalloc(test, sizeof(*s), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, s);
+	init_completion(&s->a_slow_done);
+	init_completion(&s->a_entered);
+	init_completion(&s->release);
+	init_completion(&s->b_done);
+	ua.ctx = s;
+	ub.ctx = &s->b_done;
+	/* Both on poller 0 (kevd_test_create() asks for CPU 0). */
+	a = kevd_test_create(test, 16, KEVD_SOFTWARE_FLAG,
+			     KEVD_UPCALL_SINGLE_INSTANCE, &ua, 0);
+	b = kevd_test_create(test, 16, KEVD_SOFTWARE_FLAG,
+			     KEVD_UPCALL_SINGLE_INSTANCE, &ub, 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(a, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&s->a_slow_done,
+							  KEVD_TEST_WAIT), 0);
+	/* A's next upcall blocks; B must not wait for it. */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(a, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(b, NULL), 0);
+	KUNIT_EXPECT_GT(test, wait_for_completion_timeout(&s->a_entered,
+							  KEVD_TEST_WAIT), 0);
+	left = wait_for_completion_timeout(&s->b_done, KEVD_TEST_WAIT);
+	complete(&s->release);
+	KUNIT_EXPECT_GT(test, left, 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(b), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(a), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&s->a_calls), 2);
+}
+
 static int resizer_sizes[] = { 4, 64, 16, 1024, 8, 200, 2 };
 
 /*
@@ -525,6 +599,7 @@ static struct kunit_case kevd_conc_cases[] = {
 	KUNIT_CASE(kevd_conc_many_overlaps),
 	KUNIT_CASE(kevd_conc_teardown_under_load),
 	KUNIT_CASE(kevd_conc_free_waits_for_upcall),
+	KUNIT_CASE(kevd_conc_slow_upcall_sheds),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_load),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_upcalls),
 	{}
