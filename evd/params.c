@@ -109,7 +109,7 @@ module_param_cb(poll_budget, &kevd_uint_ops, &kevd_budget_param, 0644);
 MODULE_PARM_DESC(poll_budget,
 		 "Events a poller handles per EVD per pass before it moves on (1..65536, default 64)");
 
-unsigned int kevd_param_defer_arm;
+unsigned int kevd_param_defer_arm = 1;
 static struct kevd_uint_param kevd_defer_param = {
 	&kevd_param_defer_arm, 0, 64,
 	"empty passes before an EVD's CQ is armed again",
@@ -117,7 +117,7 @@ static struct kevd_uint_param kevd_defer_param = {
 
 module_param_cb(defer_arm, &kevd_uint_ops, &kevd_defer_param, 0644);
 MODULE_PARM_DESC(defer_arm,
-		 "Empty poller passes an EVD that had work stays queued before its CQ is armed again (0..64, default 0: at once)");
+		 "Empty poller passes an EVD that had work stays queued before its CQ is armed again (0..64, default 1; 0: at once)");
 
 unsigned int kevd_param_qlen = 256;
 static struct kevd_uint_param kevd_qlen_param = {
