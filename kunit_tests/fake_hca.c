@@ -293,11 +293,12 @@ static int fake_cq_push_locked(struct fake_cq *fcq, const struct ib_wc *wc,
 
 /*
  * Queue @n completions as one burst (an HCA writing several CQEs before
- * its interrupt): one lock round-trip, at most one notification. A full
- * CQ drops the rest and raises IB_EVENT_CQ_ERR.
+ * its interrupt): one lock round-trip, at most one notification. @step 0
+ * queues @wc @n times, 1 the array @wc[0 .. n). A full CQ drops the rest
+ * and raises IB_EVENT_CQ_ERR.
  */
-static int fake_cq_push(struct ib_cq *cq, const struct ib_wc *wc, bool seq,
-			u32 n)
+static int fake_cq_push(struct ib_cq *cq, const struct ib_wc *wc, u32 step,
+			bool seq, u32 n)
 {
 	struct fake_cq *fcq = to_fcq(cq);
 	unsigned long flags;
@@ -307,7 +308,7 @@ static int fake_cq_push(struct ib_cq *cq, const struct ib_wc *wc, bool seq,
 
 	spin_lock_irqsave(&fcq->lock, flags);
 	while (done < n) {
-		ret = fake_cq_push_locked(fcq, wc, seq);
+		ret = fake_cq_push_locked(fcq, wc + done * step, seq);
 		if (ret < 0)
 			break;
 		fire |= ret;
@@ -337,11 +338,29 @@ static int fake_cq_push(struct ib_cq *cq, const struct ib_wc *wc, bool seq,
  */
 int fake_cq_add(struct ib_cq *cq, const struct ib_wc *wc)
 {
-	int ret = fake_cq_push(cq, wc, false, 1);
+	int ret = fake_cq_push(cq, wc, 0, false, 1);
 
 	return ret < 0 ? ret : 0;
 }
 EXPORT_SYMBOL_GPL(fake_cq_add);
+
+/**
+ * fake_cq_add_burst() - @n completions at once, as an HCA that writes
+ * several CQEs before it raises its interrupt.
+ * @cq: a fake CQ.
+ * @wcs: the completions, in order.
+ * @n: how many.
+ *
+ * One lock round-trip and at most one notification for the burst.
+ *
+ * Context: any, hard IRQ included.
+ * Return: as fake_cq_add_seq_burst().
+ */
+int fake_cq_add_burst(struct ib_cq *cq, const struct ib_wc *wcs, u32 n)
+{
+	return fake_cq_push(cq, wcs, 1, false, n);
+}
+EXPORT_SYMBOL_GPL(fake_cq_add_burst);
 
 /**
  * fake_cq_add_seq() - a completion whose wr_id is its position in the CQ.
@@ -381,7 +400,7 @@ int fake_cq_add_seq_burst(struct ib_cq *cq, u32 n)
 		.byte_len = 8,
 	};
 
-	return fake_cq_push(cq, &wc, true, n);
+	return fake_cq_push(cq, &wc, 0, true, n);
 }
 EXPORT_SYMBOL_GPL(fake_cq_add_seq_burst);
 

@@ -62,6 +62,7 @@ struct ib_device *fake_hca_ibdev(struct fake_hca *hca);
 const char *fake_hca_mode_name(enum fake_hca_mode mode);
 
 int fake_cq_add(struct ib_cq *cq, const struct ib_wc *wc);
+int fake_cq_add_burst(struct ib_cq *cq, const struct ib_wc *wcs, u32 n);
 int fake_cq_add_cookie(struct ib_cq *cq, u64 wr_id);
 int fake_cq_add_seq(struct ib_cq *cq);
 int fake_cq_add_seq_burst(struct ib_cq *cq, u32 n);

@@ -243,7 +243,7 @@ e2e_suite() { # pingpong parameters...
 # --- the benchmark (tools/testing/bench/kevd_bench.c) -------------------
 bench_cq_modes="kevd-single kevd-wait kevd-dequeue wq unbound-wq softirq
 		kdapl-2006 floor"
-bench_modes="$bench_cq_modes scale-16 floor-drain"
+bench_modes="$bench_cq_modes burst-16 scale-16 floor-drain"
 for m in $bench_cq_modes; do bench_modes="$bench_modes rdma-$m"; done
 
 # make check: kevd_bench smoke=1, one KTAP test per kevd-bench-smoke line;

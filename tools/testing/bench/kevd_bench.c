@@ -151,6 +151,10 @@ static uint rdma_smoke_events = 200;
 module_param(rdma_smoke_events, uint, 0444);
 MODULE_PARM_DESC(rdma_smoke_events, "events per mode on rdma_dev in smoke mode");
 
+static uint prod_burst = 1;
+module_param(prod_burst, uint, 0444);
+MODULE_PARM_DESC(prod_burst, "CQEs the producer adds per call in saturated runs on one fake CQ (1..64: an HCA writing several CQEs before its interrupt)");
+
 static uint drain_events = 524288;
 module_param(drain_events, uint, 0444);
 MODULE_PARM_DESC(drain_events, "CQEs of the floor's pre-filled drain (its CPU cost)");
@@ -213,6 +217,7 @@ struct bench_run {
 	u32 ncqs;
 	struct kevd *evd;
 	struct ib_cqe cqe;
+	struct ib_wc wcs[BENCH_BATCH];	/* the producer's bursts */
 	u64 *ts;
 	u32 *lat;
 	unsigned long *seen;
@@ -514,6 +519,32 @@ static int bench_add(struct bench_run *r, struct ib_cq *cq, struct ib_wc *wc,
 	return fake_cq_add(cq, wc);
 }
 
+/*
+ * Saturated runs on one fake CQ with prod_burst > 1: @n completions
+ * (sequence numbers @seq on) in one call, one lock round trip and at most
+ * one notification, as an HCA that writes several CQEs per interrupt.
+ */
+static int bench_add_burst(struct bench_run *r, struct ib_cq *cq, u32 seq,
+			   u32 n)
+{
+	u32 j;
+
+	for (j = 0; j < n; j++) {
+		r->wcs[j] = (struct ib_wc){
+			.status = IB_WC_SUCCESS,
+			.opcode = IB_WC_RECV,
+			.byte_len = seq + j,
+		};
+		if (r->ib_cqe)
+			r->wcs[j].wr_cqe = &r->cqe;
+		else
+			r->wcs[j].wr_id = seq + j;
+		if (r->lat)
+			r->ts[seq + j] = ktime_get_ns();
+	}
+	return fake_cq_add_burst(cq, r->wcs, n) == n ? 0 : -ENOSPC;
+}
+
 static void bench_nop_handler(struct ib_cq *cq, void *ctx)
 {
 }
@@ -658,7 +689,7 @@ static int bench_producer(void *data)
 		.status = IB_WC_SUCCESS,
 		.opcode = IB_WC_RECV,
 	};
-	u32 i = 0, k = 0, seen_delivered = 0;
+	u32 i = 0, k = 0, seen_delivered = 0, n = 1, checked = 0;
 	u64 start, now = 0;
 	bool go = true;
 
@@ -668,7 +699,8 @@ static int bench_producer(void *data)
 	while (go && i < r->max_events) {
 		struct ib_cq *cq = r->cqs[k];
 
-		if (r->rate || !(i & 63)) {
+		if (r->rate || !i || i - checked >= 64) {
+			checked = i;
 			now = ktime_get_ns();
 			if (now - start >= r->limit_ns)
 				break;
@@ -677,18 +709,22 @@ static int bench_producer(void *data)
 			go = bench_pause(r, now, start + i * period);
 			continue;
 		}
-		if (bench_cq_full(r, cq, i, &seen_delivered)) {
+		if (!r->rate && r->ncqs == 1 && !r->rdma)
+			n = min(prod_burst, r->max_events - i);
+		/* Room for the burst: its last CQE counts. */
+		if (bench_cq_full(r, cq, i + n - 1, &seen_delivered)) {
 			if (bs->shared && !r->per_cq_room)
 				go = bench_wait_room(r, i);
 			else
 				go = bench_pause(r, now, now);
 			continue;
 		}
-		if (bench_add(r, cq, &wc, i)) {
+		if (n > 1 ? bench_add_burst(r, cq, i, n) :
+			    bench_add(r, cq, &wc, i)) {
 			atomic_inc(&r->bad);
 			break;
 		}
-		i++;
+		i += n;
 		if (++k == r->ncqs)
 			k = 0;
 	}
@@ -1726,6 +1762,17 @@ static int bench_smoke(void)
 			fails++;
 		}
 	}
+	/* The producer's bursts (prod_burst), under kevd-single. */
+	m = prod_burst;
+	prod_burst = 16;
+	memset(&s, 0, sizeof(s));
+	ret = bench_one(BM_KEVD_SINGLE, 0, smoke_events, 60000, &s);
+	prod_burst = m;
+	if (!ret && s.produced != smoke_events)
+		ret = -EIO;
+	pr_info("kevd-bench-smoke mode=burst-16 events=%u delivered=%u %s\n",
+		s.produced, s.delivered, ret ? "FAIL" : "ok");
+	fails += !!ret;
 	sc = kzalloc(sizeof(*sc), GFP_KERNEL);
 	ret = sc ? bench_scale_setup(sc, 16, false) : -ENOMEM;
 	ret = ret ?: bench_scale_rep(sc, 0, smoke_events, 60000);
@@ -1843,10 +1890,10 @@ static int bench_all(void)
 	}
 	scf = sc + BENCH_MAX_SCALES;
 
-	pr_info("kevd-bench: kernel=%s cpus=%u consumer_cpu=%d producer_cpu=%d cpu_time=%s events<=%u run_ms=%u reps=%u depth=%u\n",
+	pr_info("kevd-bench: kernel=%s cpus=%u consumer_cpu=%d producer_cpu=%d cpu_time=%s events<=%u run_ms=%u reps=%u depth=%u prod_burst=%u\n",
 		kernel, num_online_cpus(), bs->ccpu, bs->pcpu,
 		bs->nohz ? "nohz-idle" : "tick-kcpustat", events, run_ms, reps,
-		depth);
+		depth, prod_burst);
 
 	ret = bench_calibrate();
 	if (ret)
@@ -1982,7 +2029,8 @@ static int __init kevd_bench_init(void)
 
 	if (!reps || reps > BENCH_MAX_REPS || !depth || !events ||
 	    !scale_qlen || nr_scale < 1 || !drain_events || !rdma_depth ||
-	    !rdma_events || !rdma_rate || !rdma_smoke_events) {
+	    !rdma_events || !rdma_rate || !rdma_smoke_events ||
+	    !prod_burst || prod_burst > BENCH_BATCH) {
 		pr_err("kevd-bench: bad parameters\n");
 		return -EINVAL;
 	}
