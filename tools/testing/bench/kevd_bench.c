@@ -1874,6 +1874,9 @@ static noinline_for_stack int bench_calibrate(void)
 	return 0;
 }
 
+#define BENCH_SAMPLE(m, ri, rep) \
+	(((m) * (1 + BENCH_MAX_RATES) + (ri)) * BENCH_MAX_REPS + (rep))
+
 static int bench_all(void)
 {
 	struct bench_sample *s;
@@ -1882,7 +1885,9 @@ static int bench_all(void)
 	int m, ri, rep, ret, i;
 	u32 rate;
 
-	s = kcalloc(BENCH_MAX_REPS, sizeof(*s), GFP_KERNEL);
+	/* s[m][ri][rep]: every repetition runs every mode and rate once */
+	s = kcalloc(BM_NR * (1 + BENCH_MAX_RATES) * BENCH_MAX_REPS, sizeof(*s),
+		    GFP_KERNEL);
 	sc = kcalloc(2 * BENCH_MAX_SCALES, sizeof(*sc), GFP_KERNEL);
 	if (!s || !sc) {
 		ret = -ENOMEM;
@@ -1899,20 +1904,34 @@ static int bench_all(void)
 	if (ret)
 		goto fail;
 
-	for (m = 0; m < BM_NR; m++) {
-		if (!bench_selected(bench_mode_name[m]))
-			continue;
-		for (ri = 0; ri <= nr_rates; ri++) {
-			rate = ri ? rates[ri - 1] : 0;
-			for (rep = 0; rep < reps; rep++) {
-				ret = bench_one(m, rate, events, run_ms, &s[rep]);
+	/*
+	 * Repetitions outermost, as in the scale test: the host's slow and
+	 * fast phases fall on every mode alike, so that ratios between modes
+	 * hold within the run.
+	 */
+	for (rep = 0; rep < reps; rep++) {
+		for (m = 0; m < BM_NR; m++) {
+			if (!bench_selected(bench_mode_name[m]))
+				continue;
+			for (ri = 0; ri <= nr_rates; ri++) {
+				rate = ri ? rates[ri - 1] : 0;
+				ret = bench_one(m, rate, events, run_ms,
+						&s[BENCH_SAMPLE(m, ri, rep)]);
 				if (ret) {
 					pr_err("kevd-bench: %s rate %u: error %d\n",
 					       bench_mode_name[m], rate, ret);
 					goto fail;
 				}
 			}
-			bench_median(s, reps, &bs->res[m][ri]);
+		}
+	}
+	for (m = 0; m < BM_NR; m++) {
+		if (!bench_selected(bench_mode_name[m]))
+			continue;
+		for (ri = 0; ri <= nr_rates; ri++) {
+			rate = ri ? rates[ri - 1] : 0;
+			bench_median(&s[BENCH_SAMPLE(m, ri, 0)], reps,
+				     &bs->res[m][ri]);
 			bs->res[m][ri].has_lat = rate && rate <= BENCH_LAT_MAX_RATE;
 			pr_info("kevd-bench-progress mode=%s rate=%u ev_per_s=%llu\n",
 				bench_mode_name[m], rate, bs->res[m][ri].ev_per_s);
