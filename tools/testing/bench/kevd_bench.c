@@ -504,11 +504,9 @@ static int bench_rdma_post(struct bench_run *r, u32 seq)
 	return ib_post_send(r->rc.qp[0], &wr.wr, NULL);
 }
 
-static int bench_add(struct bench_run *r, struct ib_cq *cq, struct ib_wc *wc,
-		     u32 seq)
+/* Completion @seq: its cookie, and its timestamp when latency is taken. */
+static void bench_fill_wc(struct bench_run *r, struct ib_wc *wc, u32 seq)
 {
-	if (r->rdma)
-		return bench_rdma_post(r, seq);
 	if (r->ib_cqe)
 		wc->wr_cqe = &r->cqe;
 	else
@@ -516,6 +514,14 @@ static int bench_add(struct bench_run *r, struct ib_cq *cq, struct ib_wc *wc,
 	wc->byte_len = seq;
 	if (r->lat)
 		r->ts[seq] = ktime_get_ns();
+}
+
+static int bench_add(struct bench_run *r, struct ib_cq *cq, struct ib_wc *wc,
+		     u32 seq)
+{
+	if (r->rdma)
+		return bench_rdma_post(r, seq);
+	bench_fill_wc(r, wc, seq);
 	return fake_cq_add(cq, wc);
 }
 
@@ -533,14 +539,8 @@ static int bench_add_burst(struct bench_run *r, struct ib_cq *cq, u32 seq,
 		r->wcs[j] = (struct ib_wc){
 			.status = IB_WC_SUCCESS,
 			.opcode = IB_WC_RECV,
-			.byte_len = seq + j,
 		};
-		if (r->ib_cqe)
-			r->wcs[j].wr_cqe = &r->cqe;
-		else
-			r->wcs[j].wr_id = seq + j;
-		if (r->lat)
-			r->ts[seq + j] = ktime_get_ns();
+		bench_fill_wc(r, &r->wcs[j], seq + j);
 	}
 	return fake_cq_add_burst(cq, r->wcs, n) == n ? 0 : -ENOSPC;
 }
