@@ -1714,11 +1714,30 @@ fail:
 	return ret;
 }
 
+/*
+ * One kevd-bench-smoke line (guest-init.sh makes a KTAP test of each):
+ * ok when the run succeeded and delivered all @want events. Return: 1 on
+ * failure, else 0.
+ */
+static int bench_smoke_result(const char *mode, const char *dev, int ret,
+			      const struct bench_sample *s, u32 want)
+{
+	if (!ret && s->produced != want)
+		ret = -EIO;
+	pr_info("kevd-bench-smoke mode=%s%s%s events=%u delivered=%u %s\n",
+		mode, dev ? " dev=" : "", dev ?: "", s->produced, s->delivered,
+		ret ? "FAIL" : "ok");
+	if (ret)
+		pr_err("kevd-bench: smoke %s: error %d\n", mode, ret);
+	return !!ret;
+}
+
 /* Every mode once on rdma_dev: counts only. Return: the failures. */
 static int bench_rdma_smoke(void)
 {
 	struct bench_sample s;
 	int m, ret, fails = 0;
+	char name[32];
 
 	ret = bench_rdma_create();
 	if (ret) {
@@ -1729,12 +1748,9 @@ static int bench_rdma_smoke(void)
 	for (m = 0; m < BM_NR; m++) {
 		memset(&s, 0, sizeof(s));
 		ret = bench_rdma_one(m, 0, rdma_smoke_events, 60000, &s);
-		if (!ret && s.produced != rdma_smoke_events)
-			ret = -EIO;
-		pr_info("kevd-bench-smoke mode=rdma-%s dev=%s events=%u delivered=%u %s\n",
-			bench_mode_name[m], rdma_dev, s.produced, s.delivered,
-			ret ? "FAIL" : "ok");
-		fails += !!ret;
+		snprintf(name, sizeof(name), "rdma-%s", bench_mode_name[m]);
+		fails += bench_smoke_result(name, rdma_dev, ret, &s,
+					    rdma_smoke_events);
 	}
 	bench_rdma_destroy(bs->rdma);
 	bs->rdma = NULL;
@@ -1751,16 +1767,8 @@ static int bench_smoke(void)
 	for (m = 0; m < BM_NR; m++) {
 		memset(&s, 0, sizeof(s));
 		ret = bench_one(m, 0, smoke_events, 60000, &s);
-		if (!ret && s.produced != smoke_events)
-			ret = -EIO;
-		pr_info("kevd-bench-smoke mode=%s events=%u delivered=%u %s\n",
-			bench_mode_name[m], s.produced, s.delivered,
-			ret ? "FAIL" : "ok");
-		if (ret) {
-			pr_err("kevd-bench: smoke %s: error %d\n",
-			       bench_mode_name[m], ret);
-			fails++;
-		}
+		fails += bench_smoke_result(bench_mode_name[m], NULL, ret, &s,
+					    smoke_events);
 	}
 	/* The producer's bursts (prod_burst), under kevd-single. */
 	m = prod_burst;
@@ -1768,11 +1776,7 @@ static int bench_smoke(void)
 	memset(&s, 0, sizeof(s));
 	ret = bench_one(BM_KEVD_SINGLE, 0, smoke_events, 60000, &s);
 	prod_burst = m;
-	if (!ret && s.produced != smoke_events)
-		ret = -EIO;
-	pr_info("kevd-bench-smoke mode=burst-16 events=%u delivered=%u %s\n",
-		s.produced, s.delivered, ret ? "FAIL" : "ok");
-	fails += !!ret;
+	fails += bench_smoke_result("burst-16", NULL, ret, &s, smoke_events);
 	sc = kzalloc(sizeof(*sc), GFP_KERNEL);
 	ret = sc ? bench_scale_setup(sc, 16, false) : -ENOMEM;
 	ret = ret ?: bench_scale_rep(sc, 0, smoke_events, 60000);
