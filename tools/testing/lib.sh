@@ -42,6 +42,23 @@ ensure_deps() {
 		die "apt-get install$missing failed"
 }
 
+# One line on the host: CPU model, vector features and the user xstate size
+# (tools/testing/host-xstate.c), which decides UML's FP save and restore: a
+# host-specific failure of the UML kernel shows its cause in the first lines.
+preflight() {
+	local model feats probe=$KEVD_BUILD/host-xstate x
+	model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+	feats=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+		grep -xE 'avx|avx2|avx512f|amx_tile|pku' | xargs)
+	mkdir -p "$KEVD_BUILD"
+	if gcc -O2 -o "$probe" "$KEVD_TESTING/host-xstate.c" 2>/dev/null; then
+		x=$("$probe")
+	else
+		x="xstate=unknown (host-xstate.c did not build)"
+	fi
+	log "host: ${model:-unknown CPU}, $(nproc) CPUs, ${feats:-no AVX}, $x"
+}
+
 ensure_distro_headers() {
 	dpkg-query -W -f='${Status}' linux-headers-6.12-amd64 2>/dev/null |
 		grep -q 'install ok installed' && return 0
@@ -57,17 +74,24 @@ ksrc_version() {
 	dpkg-query -W -f='${Version}' linux-source-6.12
 }
 
-# Fixes carried for the test kernels' own drivers (data races KCSAN found
-# in siw and rxe under kevd's traffic), applied in name order.
+# Fixes carried for the test kernels, applied in name order:
+#   patches/*.patch      every kernel (data races KCSAN found in siw and rxe
+#                        under kevd's traffic)
+#   patches/um/*.patch   ARCH=um only (the UML kernels' own defects)
+# A kernel's source tree and cache key cover only the patches it gets, so a
+# UML fix does not rebuild the x86_64 kernel.
+# ksrc_patches [ARCH]: without ARCH, the common patches only.
 ksrc_patches() {
 	ls "$KEVD_TESTING"/patches/*.patch 2>/dev/null | sort
+	[ -n "${1:-}" ] && ls "$KEVD_TESTING/patches/$1"/*.patch 2>/dev/null | sort
+	return 0
 }
 
 # The source tree's identity: the package version and the patches.
 ksrc_id() {
 	local ver patches
 	ver=$(ksrc_version) || return 1
-	patches=$(ksrc_patches)
+	patches=$(ksrc_patches "${1:-}")
 	if [ -n "$patches" ]; then
 		# shellcheck disable=SC2086
 		echo "$ver-p$(cat $patches | sha256sum | cut -c1-12)"
@@ -76,10 +100,12 @@ ksrc_id() {
 	fi
 }
 
-# Extract (and patch) the kernel source once per ksrc_id.
+# ensure_ksrc [ARCH]: extract (and patch) the kernel source once per
+# ksrc_id; sets KSRC. Without ARCH, the tree with the common patches (the
+# static checks' scripts).
 ensure_ksrc() {
 	local id dir p
-	id=$(ksrc_id) || die "linux-source-6.12 is not installed"
+	id=$(ksrc_id "${1:-}") || die "linux-source-6.12 is not installed"
 	dir=$KEVD_CACHE/src/$id
 	if [ ! -f "$dir/.complete" ]; then
 		log "extracting linux-source-6.12 ($id)"
@@ -87,7 +113,7 @@ ensure_ksrc() {
 		mkdir -p "$dir"
 		tar -C "$dir" --strip-components=1 -xf "$KSRC_TARBALL" ||
 			die "cannot extract $KSRC_TARBALL"
-		for p in $(ksrc_patches); do
+		for p in $(ksrc_patches "${1:-}"); do
 			patch -p1 -s -d "$dir" <"$p" ||
 				die "$(basename "$p") does not apply"
 		done
@@ -119,7 +145,7 @@ kernel_frags() {
 kernel_key() {
 	local t=$1
 	{
-		ksrc_id
+		ksrc_id "$(kernel_arch "$t")"
 		# shellcheck disable=SC2046
 		cat $(kernel_frags "$t")
 		echo "base=$(kernel_base_config "$t")"
@@ -163,7 +189,7 @@ verify_config() {
 ensure_kernel() {
 	local t=$1 arch dir frags
 	arch=$(kernel_arch "$t")
-	ensure_ksrc
+	ensure_ksrc "$arch"
 	dir=$(kernel_dir "$t")
 	if [ ! -f "$dir/.complete" ]; then
 		rm -rf "$dir"

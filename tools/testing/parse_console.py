@@ -40,6 +40,20 @@ def read_console(path):
         return []
 
 
+# What explains a boot that never reached the harness: the first line that
+# names an error, else the first report, else the last line.
+DEATH = re.compile(r'failed|errno|panic|error|cannot|unable|BUG', re.I)
+
+
+def death_line(lines):
+    for pat in (DEATH, REPORT_RE):
+        hit = next((l for l in lines if pat.search(l)), None)
+        if hit:
+            return hit.strip()
+    text = [l for l in lines if l.strip()]
+    return text[-1].strip() if text else '(empty console)'
+
+
 def parse(args):
     lines = read_console(args.console)
     out = []
@@ -60,6 +74,11 @@ def parse(args):
     ended = any('KEVD-HARNESS: end' in l for l in lines)
     if args.exit_code == 124 or args.exit_code == 137:
         print(f'[{t}] the boot timed out', file=sys.stderr)
+    if begin is None:
+        print(f'[{t}] kernel died before init ran: {death_line(lines)}',
+              file=sys.stderr)
+    rec('kevd_console', 'kernel_reached_init',
+        'fail' if begin is None else 'pass')
     boot_ok = begin is not None and ended and args.exit_code not in (124, 137)
     rec('kevd_console', 'boot_reached_end_without_hang',
         'pass' if boot_ok else 'fail')
