@@ -110,14 +110,26 @@ u32 kevd_wc_opcode(const struct ib_wc *wc)
 }
 EXPORT_SYMBOL_GPL(kevd_wc_opcode);
 
+/*
+ * Does the verbs define byte_len for this successful completion? Only for
+ * receives and RDMA READ: providers leave it stale for the rest (mlx5
+ * writes nothing for SEND, RDMA WRITE, REG_MR and LOCAL_INV).
+ */
+static bool kevd_wc_has_len(const struct ib_wc *wc)
+{
+	return wc->opcode == IB_WC_RDMA_READ || (wc->opcode & IB_WC_RECV);
+}
+
 /**
  * kevd_wc_to_event() - convert a work completion into a DTO event.
  * @wc: the work completion.
  * @ev: the event to fill.
  *
- * The operation and length of a failed completion are undefined in the
- * verbs (only wr_id, status, qp and vendor_err are): kevd reports
- * KEVD_DTO_UNKNOWN and 0 for them, never garbage.
+ * Only what the verbs define reaches the event: the length of successful
+ * receives and RDMA READs, immediate data with IB_WC_WITH_IMM; the
+ * operation and length of a failed completion are undefined (only wr_id,
+ * status, qp and vendor_err are). Everything else is KEVD_DTO_UNKNOWN or
+ * 0, never a stale field of an earlier completion.
  */
 void kevd_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev)
 {
@@ -128,7 +140,7 @@ void kevd_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev)
 	dto->ep_context = wc->qp ? wc->qp->qp_context : NULL;
 	dto->cookie = wc->wr_id;
 	dto->status = kevd_wc_status(wc->status);
-	dto->transferred_length = ok ? wc->byte_len : 0;
+	dto->transferred_length = ok && kevd_wc_has_len(wc) ? wc->byte_len : 0;
 	dto->operation = ok ? kevd_wc_opcode(wc) : KEVD_DTO_UNKNOWN;
 	dto->has_imm = ok && (wc->wc_flags & IB_WC_WITH_IMM);
 	dto->reserved = 0;

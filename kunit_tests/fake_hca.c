@@ -262,6 +262,24 @@ const char *fake_hca_mode_name(enum fake_hca_mode mode)
 EXPORT_SYMBOL_GPL(fake_hca_mode_name);
 
 /*
+ * What the verbs leave undefined, a real HCA leaves stale: byte_len of a
+ * successful completion that is neither a receive nor an RDMA READ, and
+ * of any failed one; imm_data without IB_WC_WITH_IMM. Fill them with
+ * garbage that changes per CQE, so a consumer that sees them fails.
+ */
+static void fake_cq_garble(struct ib_wc *wc, u64 n)
+{
+	bool len_defined = wc->status == IB_WC_SUCCESS &&
+			   (wc->opcode == IB_WC_RDMA_READ ||
+			    (wc->opcode & IB_WC_RECV));
+
+	if (!len_defined)
+		wc->byte_len = 0xbad00000 | (u32)(n & 0xfffff);
+	if (!(wc->wc_flags & IB_WC_WITH_IMM))
+		wc->ex.imm_data = cpu_to_be32(0xfa110000 | (u32)(n & 0xffff));
+}
+
+/*
  * Under fcq->lock: queue one completion (its wr_id replaced by its
  * position in the CQ if @seq). Returns -ENOSPC on overrun, 1 if the CQ
  * was armed for it (NEXT_COMP for any completion, SOLICITED for receives:
@@ -281,6 +299,7 @@ static int fake_cq_push_locked(struct fake_cq *fcq, const struct ib_wc *wc,
 	fcq->q[slot] = *wc;
 	if (seq)
 		fcq->q[slot].wr_id = fcq->st.added;
+	fake_cq_garble(&fcq->q[slot], fcq->st.added);
 	WRITE_ONCE(fcq->tail, fcq->tail + 1);	/* fake_cq_count() */
 	fcq->st.added++;
 	if (fcq->armed == IB_CQ_NEXT_COMP ||
