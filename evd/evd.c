@@ -31,6 +31,32 @@ static const u32 kevd_stream_flag[KEVD_NR_STREAMS] = {
 	[KEVD_STREAM_SOFTWARE]		= KEVD_SOFTWARE_FLAG,
 };
 
+/* Is @num one of enum kevd_event_number (not merely in a known stream)? */
+static bool kevd_event_number_valid(u32 num)
+{
+	switch (num) {
+	case KEVD_DTO_COMPLETION_EVENT:
+	case KEVD_RMR_BIND_COMPLETION_EVENT:
+	case KEVD_CONNECTION_REQUEST_EVENT:
+	case KEVD_CONNECTION_EVENT_ESTABLISHED:
+	case KEVD_CONNECTION_EVENT_PEER_REJECTED:
+	case KEVD_CONNECTION_EVENT_NON_PEER_REJECTED:
+	case KEVD_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR:
+	case KEVD_CONNECTION_EVENT_DISCONNECTED:
+	case KEVD_CONNECTION_EVENT_BROKEN:
+	case KEVD_CONNECTION_EVENT_TIMED_OUT:
+	case KEVD_CONNECTION_EVENT_UNREACHABLE:
+	case KEVD_ASYNC_ERROR_EVD_OVERFLOW:
+	case KEVD_ASYNC_ERROR_IA_CATASTROPHIC:
+	case KEVD_ASYNC_ERROR_EP_BROKEN:
+	case KEVD_ASYNC_ERROR_TIMED_OUT:
+	case KEVD_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR:
+	case KEVD_SOFTWARE_EVENT:
+		return true;
+	}
+	return false;
+}
+
 /**
  * kevd_upcalls_enabled() - does a policy call upcalls?
  * @policy: an upcall policy.
@@ -359,14 +385,15 @@ EXPORT_SYMBOL_GPL(kevd_post_se);
  * %KEVD_ASYNC_ERROR_EVD_OVERFLOW goes to its async EVD.
  *
  * Context: any, hard IRQ included.
- * Return: 0, -EINVAL for a DTO or software event, an unknown number or a
- * stream the EVD does not have, -EOVERFLOW when the event was dropped.
+ * Return: 0, -EINVAL for a DTO or software event, a number that is not in
+ * &enum kevd_event_number or a stream the EVD does not have, -EOVERFLOW
+ * when the event was dropped.
  */
 int kevd_post_event(struct kevd *evd, const struct kevd_event *ev)
 {
 	enum kevd_stream stream;
 
-	if (!evd || !ev)
+	if (!evd || !ev || !kevd_event_number_valid(ev->event_number))
 		return -EINVAL;
 	stream = kevd_event_stream(ev->event_number);
 	if (stream == KEVD_NR_STREAMS || stream == KEVD_STREAM_DTO ||
