@@ -138,14 +138,38 @@ void kevd_put(struct kevd *evd)
 	kref_put(&evd->ref, kevd_release);
 }
 
+static void kevd_set_overflowed(struct kevd *evd)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	WRITE_ONCE(evd->state, evd->state | KEVD_STATE_OVERFLOWED);
+	spin_unlock_irqrestore(&evd->lock, flags);
+}
+
+static const char *kevd_stream_name(enum kevd_stream stream)
+{
+	static const char * const names[KEVD_NR_STREAMS] = {
+		[KEVD_STREAM_DTO]		= "DTO",
+		[KEVD_STREAM_RMR_BIND]		= "RMR bind",
+		[KEVD_STREAM_CR]		= "connection request",
+		[KEVD_STREAM_CONNECTION]	= "connection",
+		[KEVD_STREAM_ASYNC]		= "async",
+		[KEVD_STREAM_SOFTWARE]		= "software",
+	};
+
+	return stream < KEVD_NR_STREAMS ? names[stream] : "unknown";
+}
+
 /**
  * kevd_raise_overflow() - report that @evd dropped an event.
  * @evd: the EVD that overflowed (the drop is already counted).
  * @stream: the stream whose event was dropped.
  *
- * Marks @evd overflowed and posts %KEVD_ASYNC_ERROR_EVD_OVERFLOW, whose
- * handle is @evd, to its async EVD. An async EVD that is itself full
- * counts a drop and raises nothing further.
+ * Marks @evd overflowed, warns (rate-limited, naming the EVD) and posts
+ * %KEVD_ASYNC_ERROR_EVD_OVERFLOW, whose handle is @evd, to its async EVD.
+ * An async EVD that is itself full counts the drop and enters the
+ * overflowed state too, and raises nothing further.
  *
  * Context: any.
  * Return: 0, or -ENOSPC if the overflow event itself was dropped.
@@ -156,14 +180,18 @@ int kevd_raise_overflow(struct kevd *evd, enum kevd_stream stream)
 		.event_number = KEVD_ASYNC_ERROR_EVD_OVERFLOW,
 		.async = { .handle = evd, .reason = stream },
 	};
-	unsigned long flags;
 
-	spin_lock_irqsave(&evd->lock, flags);
-	WRITE_ONCE(evd->state, evd->state | KEVD_STATE_OVERFLOWED);
-	spin_unlock_irqrestore(&evd->lock, flags);
+	kevd_set_overflowed(evd);
+	pr_warn_ratelimited("kevd: EVD %u overflowed: a %s event was dropped%s\n",
+			    evd->id, kevd_stream_name(stream),
+			    evd->async_evd ? "" : " (no async EVD)");
 	if (!evd->async_evd)
 		return 0;
-	return kevd_ring_post(evd->async_evd, &ev, KEVD_STREAM_ASYNC, true);
+	if (kevd_ring_post(evd->async_evd, &ev, KEVD_STREAM_ASYNC, true)) {
+		kevd_set_overflowed(evd->async_evd);
+		return -ENOSPC;
+	}
+	return 0;
 }
 
 /**
@@ -322,6 +350,8 @@ int kevd_free(struct kevd *evd)
 	kevd_poll_wait_idle(evd);
 	kevd_cq_destroy(evd);
 
+	/* nothing produces or consumes any more: count what is left */
+	WRITE_ONCE(evd->discarded, kevd_ring_count(&evd->ring));
 	kevd_unregister(evd);
 	if (evd->async_evd) {
 		atomic_dec(&evd->async_evd->async_users);

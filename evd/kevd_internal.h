@@ -31,6 +31,7 @@
 #include <linux/cache.h>
 #include <linux/kref.h>
 #include <linux/list.h>
+#include <linux/mutex.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include <rdma/ib_verbs.h>
@@ -138,6 +139,29 @@ struct kevd_poll_stats {
 struct kevd_poller;
 
 /**
+ * struct kevd_batch - the events an upcall batch delivers.
+ * @evd: the EVD.
+ * @gen: evd->upcall_gen when the batch began; it stops when that changes.
+ * @pos: the event whose invocation runs now.
+ * @n: events in the batch; lowered when the rest goes back to the EVD.
+ * @claim: in place (SINGLE_INSTANCE), or NULL...
+ * @wcs: ...completions polled for direct delivery, or NULL...
+ * @evs: ...or copies (MANY).
+ *
+ * On the stack of the poller thread that delivers it, which publishes it
+ * for the batch's own upcalls (kevd_poller_current_batch()).
+ */
+struct kevd_batch {
+	struct kevd *evd;
+	u32 gen;
+	u32 pos;
+	u32 n;
+	struct kevd_claim *claim;
+	struct ib_wc *wcs;
+	struct kevd_event *evs;
+};
+
+/**
  * struct kevd_direct - a pass's direct delivery (kevd_deliver_direct()).
  * @upcall: the upcall object, snapshot under evd->lock when it opened.
  * @gen: evd->upcall_gen then.
@@ -171,9 +195,13 @@ struct kevd_direct {
  * @gate_new: INVOC_NEW is waiting for the first new arrival...
  * @gate_prod: ...that is, for ring.prod to move past this.
  * @notify_prod: ring.prod at the last NOTIFY doorbell.
+ * @notify_stall_rung: that doorbell was for a stalled CQ, not an arrival.
  * @waiter: the thread in kevd_wait(), or NULL.
  * @wait_threshold: its threshold.
+ * @resize_qlen: the queue length a kevd_resize() in progress makes, or 0;
+ *	a wait may not begin with a threshold above it.
  * @wq: waiters in kevd_wait() and TEARDOWN/free sleep here.
+ * @resize_mutex: serialises kevd_resize() calls (not under @lock).
  * @flags: stream flags; fixed at create.
  * @poll_state: KEVD_POLL_* bits.
  * @poll_node: on a poller's run list while queued.
@@ -186,8 +214,10 @@ struct kevd_direct {
  * @notifications: completion notifications received (atomic).
  * @postats: the owning poller's counters.
  * @cq: the CQ of the DTO stream, or NULL.
+ * @cq_follows_qlen: the CQ's depth came from the queue length (kevd_cq_fit()).
  * @solicited_only: arm for solicited completions only.
  * @cq_error_reported: an IB_EVENT_CQ_ERR was turned into an overflow.
+ * @discarded: events queued when kevd_free() discarded them.
  * @async_evd: receives this EVD's async errors; holds a reference.
  * @async_users: EVDs that use this one as their async EVD.
  * @ref: the EVD's lifetime.
@@ -209,9 +239,12 @@ struct kevd {
 	bool gate_new;
 	u32 gate_prod;
 	u32 notify_prod;
+	bool notify_stall_rung;
 	struct task_struct *waiter;
 	u32 wait_threshold;
+	u32 resize_qlen;
 	wait_queue_head_t wq;
+	struct mutex resize_mutex;	/* one kevd_resize() at a time */
 
 	u32 flags;
 	unsigned long poll_state;
@@ -224,8 +257,10 @@ struct kevd {
 	struct kevd_poll_stats postats;
 
 	struct ib_cq *cq;
+	bool cq_follows_qlen;
 	bool solicited_only;
 	bool cq_error_reported;
+	u64 discarded;
 
 	struct kevd *async_evd;
 	atomic_t async_users;
@@ -238,6 +273,7 @@ struct kevd {
 int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom);
 void kevd_ring_destroy(struct kevd_ring *ring);
 u32 kevd_ring_qlen(const struct kevd_ring *ring);
+int kevd_ring_qlen_for(const struct kevd_ring *ring, u32 qlen, u32 *actual);
 u32 kevd_ring_count(const struct kevd_ring *ring);
 size_t kevd_ring_bytes(const struct kevd_ring *ring);
 u32 kevd_ring_reserve(struct kevd *evd, u32 want);
@@ -248,6 +284,9 @@ int kevd_ring_post(struct kevd *evd, const struct kevd_event *ev,
 u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max);
 u32 kevd_ring_claim(struct kevd *evd, u32 max, struct kevd_claim *c);
 void kevd_ring_release(struct kevd *evd);
+void kevd_ring_unclaim(struct kevd *evd, struct kevd_claim *c, u32 from);
+int kevd_ring_push_front(struct kevd *evd, const struct kevd_event *evs,
+			 const struct ib_wc *wcs, u32 k);
 int kevd_ring_resize(struct kevd *evd, u32 qlen);
 
 /**
@@ -329,6 +368,7 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 		   const struct kevd_attr *attr);
 void kevd_cq_destroy(struct kevd *evd);
 bool kevd_cq_busy(struct kevd *evd);
+int kevd_cq_fit(struct kevd *evd, u32 qlen);
 void kevd_cq_unstall(struct kevd *evd);
 u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 

@@ -380,6 +380,9 @@ enum kevd_state {
  * @overflows: overflow events raised.
  * @drops: events dropped (each also raised an overflow).
  * @max_batch: largest number of events moved in one batch.
+ * @discarded: events still queued when kevd_free() discarded them. For
+ *	every EVD, and in the totals: posted = delivered + discarded +
+ *	queued now (drops are never posted).
  */
 struct kevd_stats {
 	u64 posted[KEVD_NR_STREAMS];
@@ -393,6 +396,7 @@ struct kevd_stats {
 	u64 overflows;
 	u64 drops;
 	u64 max_batch;
+	u64 discarded;
 };
 
 /**
