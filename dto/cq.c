@@ -78,12 +78,34 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 	if (IS_ERR(cq))
 		return PTR_ERR(cq);
 	evd->cq = cq;
+	evd->cq_follows_qlen = !attr->cq_depth;
 	evd->solicited_only = attr->solicited_only;
 	/* Nothing can be in it yet: a plain arm is enough. */
 	ib_req_notify_cq(cq, attr->solicited_only ? IB_CQ_SOLICITED :
 						  IB_CQ_NEXT_COMP);
 	evd->postats.arms++;
 	return 0;
+}
+
+/**
+ * kevd_cq_fit() - keep a CQ sized by the queue length able to hold it.
+ * @evd: the EVD.
+ * @qlen: the queue length it is about to have.
+ *
+ * A CQ whose depth came from the queue length (cq_depth 0 at create)
+ * grows with it (ib_resize_cq()), so that the completions of the work a
+ * consumer sized by the queue length fit; it never shrinks. A CQ with an
+ * explicit depth is the consumer's to size.
+ *
+ * Context: process context; may sleep.
+ * Return: 0, or the error of ib_resize_cq(): -EOPNOTSUPP from a provider
+ * that cannot resize CQs (siw), -ENOMEM, ...
+ */
+int kevd_cq_fit(struct kevd *evd, u32 qlen)
+{
+	if (!evd->cq || !evd->cq_follows_qlen || qlen <= READ_ONCE(evd->cq->cqe))
+		return 0;
+	return ib_resize_cq(evd->cq, qlen);
 }
 
 /**

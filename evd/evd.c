@@ -277,6 +277,7 @@ struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
 
 	spin_lock_init(&evd->lock);
 	init_waitqueue_head(&evd->wq);
+	mutex_init(&evd->resize_mutex);
 	kref_init(&evd->ref);
 	INIT_LIST_HEAD(&evd->poll_node);
 	atomic_set(&evd->async_users, 0);
@@ -448,25 +449,53 @@ EXPORT_SYMBOL_GPL(kevd_post_event);
  * The events of a SINGLE_INSTANCE batch whose upcalls are running (they
  * are read in place) count as queued until the batch ends.
  *
+ * A thread in kevd_wait() keeps its threshold reachable: a resize below
+ * it fails, and a wait that begins during a resize is held to the smaller
+ * of the two queue lengths.
+ *
  * Context: process context; may sleep.
+ * A DTO EVD whose CQ depth came from the queue length (cq_depth 0) grows
+ * its CQ along (ib_resize_cq()), so the CQ holds what the EVD accepts; a
+ * provider that cannot resize CQs (siw) makes the resize fail, nothing
+ * changed.
+ *
  * Return: 0, -EINVAL for a bad argument, -EBUSY when the queued events do
- * not fit in @qlen, -ENOMEM.
+ * not fit in @qlen or a thread waits for more events than @qlen, -ENOMEM,
+ * or the error of ib_resize_cq() (-EOPNOTSUPP where the provider has none).
  */
 int kevd_resize(struct kevd *evd, u32 qlen)
 {
 	unsigned long flags;
-	int ret;
+	u32 actual;
+	int ret = 0;
 
-	if (!evd)
+	if (!evd || kevd_ring_qlen_for(&evd->ring, qlen, &actual))
 		return -EINVAL;
-	ret = kevd_ring_resize(evd, qlen);
-	if (ret)
-		return ret;
+	might_sleep();
+	mutex_lock(&evd->resize_mutex);
 	spin_lock_irqsave(&evd->lock, flags);
-	WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_OVERFLOWED);
+	if (evd->waiter && evd->wait_threshold > actual)
+		ret = -EBUSY;
+	else
+		evd->resize_qlen = actual;
 	spin_unlock_irqrestore(&evd->lock, flags);
-	kevd_consumer_done(evd);
-	return 0;
+	if (!ret)
+		ret = kevd_cq_fit(evd, actual);
+	if (!ret)
+		ret = kevd_ring_resize(evd, qlen);
+
+	spin_lock_irqsave(&evd->lock, flags);
+	if (evd->resize_qlen) {
+		evd->resize_qlen = 0;
+		if (!ret)
+			WRITE_ONCE(evd->state,
+				   evd->state & ~KEVD_STATE_OVERFLOWED);
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
+	mutex_unlock(&evd->resize_mutex);
+	if (!ret)
+		kevd_consumer_done(evd);
+	return ret;
 }
 EXPORT_SYMBOL_GPL(kevd_resize);
 
@@ -538,7 +567,9 @@ static int kevd_wait_begin(struct kevd *evd, u32 threshold)
 	int ret = 0;
 
 	spin_lock_irqsave(&evd->lock, flags);
-	if (kevd_upcalls_enabled(evd->policy))
+	if (kevd_upcalls_enabled(evd->policy) ||
+	    threshold > kevd_ring_qlen(&evd->ring) ||
+	    (evd->resize_qlen && threshold > evd->resize_qlen))
 		ret = -EINVAL;
 	else if (evd->waiter)
 		ret = -EBUSY;
@@ -585,8 +616,7 @@ int kevd_wait(struct kevd *evd, u32 timeout_us, u32 threshold,
 	long left;
 	int ret;
 
-	if (!evd || !ev || !nmore || !threshold ||
-	    threshold > kevd_ring_qlen(&evd->ring))
+	if (!evd || !ev || !nmore || !threshold)
 		return -EINVAL;
 	might_sleep();
 	ret = kevd_wait_begin(evd, threshold);

@@ -37,6 +37,8 @@
 #include <linux/slab.h>
 #include "kevd_internal.h"
 
+static int kevd_ring_slots(u32 qlen, u32 headroom, u32 *size);
+
 static u32 kevd_ring_size(const struct kevd_ring *ring)
 {
 	return ring->mask + 1;
@@ -50,7 +52,27 @@ static u32 kevd_ring_size(const struct kevd_ring *ring)
  */
 u32 kevd_ring_qlen(const struct kevd_ring *ring)
 {
-	return kevd_ring_size(ring) - ring->headroom;
+	/* unlocked readers (kevd_wait(), query) may race a resize */
+	return READ_ONCE(ring->mask) + 1 - ring->headroom;
+}
+
+/**
+ * kevd_ring_qlen_for() - the queue length a resize to @qlen would give.
+ * @ring: the ring.
+ * @qlen: the minimum queue length asked for.
+ * @actual: the queue length the consumer would see (rounded up).
+ *
+ * Return: 0, or -EINVAL for a bad @qlen.
+ */
+int kevd_ring_qlen_for(const struct kevd_ring *ring, u32 qlen, u32 *actual)
+{
+	u32 size;
+	int ret;
+
+	ret = kevd_ring_slots(qlen, ring->headroom, &size);
+	if (!ret)
+		*actual = size - ring->headroom;
+	return ret;
 }
 
 /**
@@ -414,7 +436,7 @@ int kevd_ring_resize(struct kevd *evd, u32 qlen)
 	if (ring->cons != ring->head && !ring->stale)
 		swap(old, ring->stale);
 	ring->slots = slots;
-	ring->mask = size - 1;
+	WRITE_ONCE(ring->mask, size - 1);
 	spin_unlock(&ring->prod_lock);
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	kvfree(old);

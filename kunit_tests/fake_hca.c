@@ -16,6 +16,7 @@
 struct fake_hca {
 	struct ib_device ibdev;
 	enum fake_hca_mode mode;
+	bool no_resize;		/* resize_cq fails, as siw's (none) */
 };
 
 struct fake_cq {
@@ -136,6 +137,39 @@ static int fake_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	return 0;
 }
 
+/* Keeps every queued CQE; refuses to shrink below what is queued. */
+static int fake_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+{
+	struct fake_cq *fcq = to_fcq(ibcq);
+	struct ib_wc *q, *old;
+	unsigned long flags;
+	u32 size, i;
+
+	if (to_hca(ibcq->device)->no_resize)
+		return -EOPNOTSUPP;
+	if (cqe <= 0 || cqe > (1 << 22))
+		return -EINVAL;
+	size = roundup_pow_of_two(cqe);
+	q = kvcalloc(size, sizeof(*q), GFP_KERNEL);
+	if (!q)
+		return -ENOMEM;
+	spin_lock_irqsave(&fcq->lock, flags);
+	if (fcq->tail - fcq->head > size) {
+		spin_unlock_irqrestore(&fcq->lock, flags);
+		kvfree(q);
+		return -EBUSY;
+	}
+	for (i = fcq->head; i != fcq->tail; i++)
+		q[i & (size - 1)] = fcq->q[i & fcq->mask];
+	old = fcq->q;
+	fcq->q = q;
+	fcq->mask = size - 1;
+	WRITE_ONCE(ibcq->cqe, size);
+	spin_unlock_irqrestore(&fcq->lock, flags);
+	kvfree(old);
+	return 0;
+}
+
 static int fake_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 {
 	struct fake_cq *fcq = to_fcq(ibcq);
@@ -197,8 +231,20 @@ static const struct ib_device_ops fake_hca_ops = {
 	.destroy_cq = fake_destroy_cq,
 	.poll_cq = fake_poll_cq,
 	.req_notify_cq = fake_req_notify_cq,
+	.resize_cq = fake_resize_cq,
 	INIT_RDMA_OBJ_SIZE(ib_cq, fake_cq, ibcq),
 };
+
+/**
+ * fake_hca_set_no_resize() - make resize_cq fail with -EOPNOTSUPP.
+ * @hca: the device.
+ * @no_resize: true: as a provider without resize_cq (siw).
+ */
+void fake_hca_set_no_resize(struct fake_hca *hca, bool no_resize)
+{
+	hca->no_resize = no_resize;
+}
+EXPORT_SYMBOL_GPL(fake_hca_set_no_resize);
 
 /**
  * fake_hca_create() - a fake device.

@@ -58,6 +58,7 @@ struct fake_hca;
 
 struct fake_hca *fake_hca_create(enum fake_hca_mode mode);
 void fake_hca_destroy(struct fake_hca *hca);
+void fake_hca_set_no_resize(struct fake_hca *hca, bool no_resize);
 struct ib_device *fake_hca_ibdev(struct fake_hca *hca);
 const char *fake_hca_mode_name(enum fake_hca_mode mode);
 

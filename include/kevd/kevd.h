@@ -335,7 +335,8 @@ struct kevd_upcall {
  * @cpu: poller hint: the CPU whose poller should serve the EVD, or
  *	%KEVD_ANY.
  * @comp_vector: completion vector of the CQ (DTO stream), or %KEVD_ANY.
- * @cq_depth: CQ depth (DTO stream); 0: the queue length.
+ * @cq_depth: CQ depth (DTO stream); 0: the queue length, and kevd_resize()
+ *	grows the CQ with it.
  * @solicited_only: arm the CQ for solicited completions only.
  * @async_evd: the EVD that receives this EVD's async errors (overflow),
  *	or NULL; must have %KEVD_ASYNC_FLAG.
