@@ -39,6 +39,7 @@
  */
 #include <linux/cpumask.h>
 #include <linux/kthread.h>
+#include <linux/module.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
 #include <linux/slab.h>
@@ -84,6 +85,7 @@ unsigned int kevd_nr_pollers(void)
 {
 	return kevd_npollers;
 }
+EXPORT_SYMBOL_GPL(kevd_nr_pollers);	/* not public: for kevd's own tests */
 
 /**
  * kevd_poller_pick() - the home poller for a new EVD.
@@ -183,15 +185,67 @@ static void kevd_poll_complete(struct kevd_poller *p, struct kevd *evd)
 		wake_up_var(&evd->poll_state);	/* kevd_poll_wait_idle() */
 }
 
+/* The poller whose thread is current (not an interrupt on it), or NULL. */
+static struct kevd_poller *kevd_current_poller(void)
+{
+	unsigned int i;
+
+	if (!in_task() || !(current->flags & PF_KTHREAD))
+		return NULL;
+	for (i = 0; i < kevd_npollers; i++)
+		if (kevd_pollers[i].task == current)
+			return &kevd_pollers[i];
+	return NULL;
+}
+
+static bool kevd_list_has(struct list_head *head, struct kevd *evd)
+{
+	struct kevd *pos;
+
+	list_for_each_entry(pos, head, poll_node)
+		if (pos == evd)
+			return true;
+	return false;
+}
+
+/*
+ * Called by @p's own thread, outside any pass over @evd: if @evd waits on
+ * one of @p's lists, take it off. @p owned it (KEVD_POLL_SCHED) and is the
+ * only one that could have passed over it.
+ */
+static bool kevd_poller_unqueue(struct kevd_poller *p, struct kevd *evd)
+{
+	bool found;
+
+	if (kevd_list_has(&p->todo, evd) || kevd_list_has(&p->again, evd)) {
+		list_del_init(&evd->poll_node);
+		return true;
+	}
+	spin_lock_irq(&p->lock);
+	found = kevd_list_has(&p->run_list, evd);
+	if (found)
+		list_del_init(&evd->poll_node);
+	spin_unlock_irq(&p->lock);
+	return found;
+}
+
 /**
  * kevd_poll_wait_idle() - wait until no poller owns a dead EVD.
  * @evd: an EVD with KEVD_POLL_DEAD set.
+ *
+ * From a poller thread (an upcall that frees another EVD), @evd may be
+ * queued on that very poller, which cannot make the pass this waits for:
+ * it lets go of @evd itself. A poller never waits for itself.
  *
  * Context: process context; sleeps.
  */
 void kevd_poll_wait_idle(struct kevd *evd)
 {
+	struct kevd_poller *p = kevd_current_poller();
+
 	might_sleep();
+	if (p && kevd_poller_unqueue(p, evd))
+		kevd_poll_complete(p, evd);
 	wait_var_event(&evd->poll_state,
 		       !(READ_ONCE(evd->poll_state) & BIT(KEVD_POLL_SCHED)));
 }
@@ -204,14 +258,9 @@ void kevd_poll_wait_idle(struct kevd *evd)
  */
 bool kevd_current_in_upcall(struct kevd *evd)
 {
-	unsigned int i;
+	struct kevd_poller *p = kevd_current_poller();
 
-	if (!(current->flags & PF_KTHREAD))
-		return false;
-	for (i = 0; i < kevd_npollers; i++)
-		if (kevd_pollers[i].task == current)
-			return kevd_pollers[i].in_upcall == evd;
-	return false;
+	return p && p->in_upcall == evd;
 }
 
 /* Pass the EVDs queued on @p to the next poller: @p is about to upcall. */
