@@ -451,7 +451,8 @@ int kevd_pollers_start(void)
 	unsigned int i;
 	int ret;
 
-	kevd_pollers = kcalloc(n, sizeof(*kevd_pollers), GFP_KERNEL);
+	/* about 6 KiB a poller: 1024 of them need vmalloc */
+	kevd_pollers = kvcalloc(n, sizeof(*kevd_pollers), GFP_KERNEL);
 	if (!kevd_pollers)
 		return -ENOMEM;
 	for (i = 0; i < n; i++) {
@@ -474,7 +475,7 @@ int kevd_pollers_start(void)
 err:
 	while (i--)
 		kthread_stop(kevd_pollers[i].task);
-	kfree(kevd_pollers);
+	kvfree(kevd_pollers);
 	kevd_pollers = NULL;
 	return ret;
 }
@@ -493,7 +494,7 @@ void kevd_pollers_stop(void)
 
 	for (i = 0; i < kevd_npollers; i++)
 		kthread_stop(kevd_pollers[i].task);
-	kfree(kevd_pollers);
+	kvfree(kevd_pollers);
 	kevd_pollers = NULL;
 	kevd_npollers = 0;
 }
