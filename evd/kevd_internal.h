@@ -338,7 +338,10 @@ struct kevd_poller *kevd_poller_pick(int cpu);
 bool kevd_schedule(struct kevd *evd);
 void kevd_poll_wait_idle(struct kevd *evd);
 bool kevd_current_in_upcall(struct kevd *evd);
-void kevd_poller_enter_upcall(struct kevd_poller *p, struct kevd *evd);
+struct kevd_batch *kevd_poller_current_batch(struct kevd *evd);
+void kevd_poller_upcall_begin(struct kevd_poller *p, struct kevd *evd,
+			      struct kevd_batch *b);
+void kevd_poller_upcall_end(struct kevd_poller *p, struct kevd *evd);
 bool kevd_poller_handoff(struct kevd_poller *p, struct kevd *evd);
 unsigned int kevd_nr_pollers(void);
 
@@ -383,6 +386,8 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 			struct kevd_direct *d, struct ib_wc *wcs, u32 budget);
 void kevd_direct_end(struct kevd *evd, struct kevd_direct *d);
+void kevd_batch_return(struct kevd_batch *b, u32 from);
+void kevd_batch_revoke(struct kevd *evd);
 
 /* upcall_policy/notify.c */
 bool kevd_arm_and_check(struct kevd *evd, struct kevd_poller *p,

@@ -54,6 +54,7 @@
  * @again: EVDs the thread queued again itself this round (thread only).
  * @task: the thread.
  * @in_upcall: the EVD whose upcall the thread runs now, or NULL.
+ * @batch: the batch it delivers (NULL for a doorbell); thread only.
  * @upcall_t0: local_clock() when that upcall batch began.
  * @idx: index in the pool.
  * @wcs: work completions of a CQ drain.
@@ -66,6 +67,7 @@ struct kevd_poller {
 	struct list_head again;
 	struct task_struct *task;
 	struct kevd *in_upcall;
+	struct kevd_batch *batch;
 	u64 upcall_t0;
 	unsigned int idx;
 	struct ib_wc wcs[KEVD_BATCH];
@@ -289,24 +291,48 @@ static void kevd_poller_shed(struct kevd_poller *p)
 }
 
 /**
- * kevd_poller_enter_upcall() - the poller is about to run upcalls.
+ * kevd_poller_upcall_begin() - the poller is about to run upcalls.
  * @p: the poller (current).
- * @evd: the EVD whose upcalls run, or NULL when they are done.
+ * @evd: the EVD whose upcalls run.
+ * @b: the batch they deliver, or NULL (a doorbell).
  *
  * Times the batch; a slow one marks the EVD (see "Slow upcalls" above).
  */
-void kevd_poller_enter_upcall(struct kevd_poller *p, struct kevd *evd)
+void kevd_poller_upcall_begin(struct kevd_poller *p, struct kevd *evd,
+			      struct kevd_batch *b)
 {
-	struct kevd *was = p->in_upcall;
-
 	WRITE_ONCE(p->in_upcall, evd);
-	if (evd) {
-		if (READ_ONCE(evd->upcall_slow))
-			kevd_poller_shed(p);
-		p->upcall_t0 = local_clock();
-	} else if (local_clock() - p->upcall_t0 > KEVD_SLOW_UPCALL_NS) {
-		WRITE_ONCE(was->upcall_slow, true);
-	}
+	p->batch = b;
+	if (READ_ONCE(evd->upcall_slow))
+		kevd_poller_shed(p);
+	p->upcall_t0 = local_clock();
+}
+
+/**
+ * kevd_poller_upcall_end() - the upcalls of kevd_poller_upcall_begin() ended.
+ * @p: the poller (current).
+ * @evd: their EVD.
+ */
+void kevd_poller_upcall_end(struct kevd_poller *p, struct kevd *evd)
+{
+	p->batch = NULL;
+	WRITE_ONCE(p->in_upcall, NULL);
+	if (local_clock() - p->upcall_t0 > KEVD_SLOW_UPCALL_NS)
+		WRITE_ONCE(evd->upcall_slow, true);
+}
+
+/**
+ * kevd_poller_current_batch() - the batch of the upcall calling this.
+ * @evd: the EVD.
+ *
+ * Return: the batch being delivered, if the caller is an upcall of @evd
+ * (on its poller thread), else NULL.
+ */
+struct kevd_batch *kevd_poller_current_batch(struct kevd *evd)
+{
+	struct kevd_poller *p = kevd_current_poller();
+
+	return p && p->in_upcall == evd ? p->batch : NULL;
 }
 
 /**

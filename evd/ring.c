@@ -390,6 +390,106 @@ void kevd_ring_release(struct kevd *evd)
 	kvfree(stale);
 }
 
+/* Take @n events of @slots from @first off the delivered counters. */
+static void __kevd_ring_unaccount(struct kevd *evd,
+				  const struct kevd_event *slots, u32 mask,
+				  u32 first, u32 n)
+{
+	u32 i;
+
+	lockdep_assert_held(&evd->ring.cons_lock);
+	for (i = 0; i < n; i++)
+		evd->cstats.delivered[kevd_event_stream(slots[(first + i) & mask].event_number)]--;
+}
+
+/**
+ * kevd_ring_unclaim() - put the undelivered tail of a claim back.
+ * @evd: the EVD; the caller owns it and holds claim @c.
+ * @c: the claim; its events from index @from on were not delivered.
+ * @from: the first undelivered event of the claim.
+ *
+ * The events go back to the head of the queue, in order, ahead of every
+ * event queued after them, also when consumers dequeued newer events
+ * during the claim (they move up next to the head; the slots they take
+ * were consumed and are not the producers' until the release). The claim
+ * then ends at @from; kevd_ring_release() still ends it.
+ *
+ * Context: the owning poller (or its upcall); takes ring->cons_lock.
+ */
+void kevd_ring_unclaim(struct kevd *evd, struct kevd_claim *c, u32 from)
+{
+	struct kevd_ring *ring = &evd->ring;
+	u32 k = c->n - from, head, j;
+	unsigned long flags;
+
+	if (!k)
+		return;
+	spin_lock_irqsave(&ring->cons_lock, flags);
+	head = ring->head - k;
+	__kevd_ring_unaccount(evd, c->slots, c->mask, c->first + from, k);
+	/* downwards: the target may overlap the source, higher up */
+	for (j = k; j--; )
+		ring->slots[(head + j) & ring->mask] =
+			c->slots[(c->first + from + j) & c->mask];
+	ring->head = head;
+	spin_unlock_irqrestore(&ring->cons_lock, flags);
+	c->n = from;
+}
+
+/**
+ * kevd_ring_push_front() - queue events ahead of everything queued.
+ * @evd: the EVD.
+ * @evs: the events, or NULL...
+ * @wcs: ...the work completions to convert, in CQ order.
+ * @k: how many.
+ *
+ * For events a batch took and did not deliver because the upcall policy
+ * changed (copied MANY batches, completions polled for direct delivery):
+ * they become the oldest queued events again. They may use the headroom:
+ * they are already out of the CQ or the ring.
+ *
+ * Context: any; takes ring->cons_lock, then ring->prod_lock.
+ * Return: 0, or -ENOSPC when @k slots are not free (nothing queued).
+ */
+int kevd_ring_push_front(struct kevd *evd, const struct kevd_event *evs,
+			 const struct ib_wc *wcs, u32 k)
+{
+	struct kevd_ring *ring = &evd->ring;
+	struct kevd_event *slot;
+	unsigned long flags;
+	u32 head, j;
+	int ret = 0;
+
+	spin_lock_irqsave(&ring->cons_lock, flags);
+	spin_lock(&ring->prod_lock);
+	/* no claim: the poller that would hold one is the caller */
+	if (WARN_ON_ONCE(ring->cons != ring->head) ||
+	    ring->prod - ring->cons + ring->resv + k > kevd_ring_size(ring)) {
+		ret = -ENOSPC;
+		goto out;
+	}
+	head = ring->head - k;
+	for (j = 0; j < k; j++) {
+		slot = &ring->slots[(head + j) & ring->mask];
+		if (wcs)
+			kevd_wc_to_event(&wcs[j], slot);
+		else
+			*slot = evs[j];
+		slot->evd = evd;
+	}
+	if (wcs)	/* never queued before: posted now */
+		evd->pstats.posted[KEVD_STREAM_DTO] += k;
+	else		/* popped before: not delivered after all */
+		__kevd_ring_unaccount(evd, ring->slots, ring->mask, head, k);
+	ring->head = head;
+	/* producers read cons under prod_lock, which we hold */
+	WRITE_ONCE(ring->cons, head);
+out:
+	spin_unlock(&ring->prod_lock);
+	spin_unlock_irqrestore(&ring->cons_lock, flags);
+	return ret;
+}
+
 /**
  * kevd_ring_resize() - change the queue length, keeping every event.
  * @evd: the EVD.

@@ -25,6 +25,17 @@
  *   NOTIFY: one doorbell (ev == NULL) per pass in which events arrived
  *	since the last doorbell; the consumer dequeues.
  *
+ * The invocation rule (Documentation/kevd/api.rst): every invocation that
+ * starts after kevd_modify_upcall() returned follows the new policy and
+ * upcall object. Before each invocation the batch compares the policy
+ * generation it snapshot with evd->upcall_gen (one load, no lock); on a
+ * change it stops, and the events it took but did not deliver go back
+ * to the head of the EVD, in order (kevd_batch_return()). A change made
+ * from inside an upcall of the batch returns them before
+ * kevd_modify_upcall() returns, so the consumer's next dequeue sees them.
+ * A SINGLE_INSTANCE batch does not begin while an older batch (MANY) is
+ * still running; the last one to end schedules the EVD again.
+ *
  * more_events is true when another event follows in the batch or the ring
  * held events when the upcall was invoked.
  */
@@ -32,29 +43,44 @@
 
 /* Under evd->lock: may a batch run now? Counts it if so. */
 static bool kevd_deliver_begin(struct kevd *evd, int *policy,
-			       struct kevd_upcall *upcall)
+			       struct kevd_upcall *upcall, u32 *gen)
 {
 	unsigned long flags;
-	bool go = false;
+	bool go = false, stalled;
 
 	spin_lock_irqsave(&evd->lock, flags);
 	*policy = evd->policy;
 	if (!kevd_upcalls_enabled(*policy))
 		goto out;
+	/* no SINGLE_INSTANCE upcall beside an older MANY batch */
+	if (*policy == KEVD_UPCALL_SINGLE_INSTANCE &&
+	    atomic_read(&evd->upcalls_running))
+		goto out;
+	/*
+	 * Completions a full ring holds back in the CQ enter it only after
+	 * this batch frees slots: they count as arrivals (else a full ring
+	 * with INVOC_NEW or a rung NOTIFY would wait for itself).
+	 */
+	stalled = READ_ONCE(evd->cq_stalled);
 	if (evd->gate_new) {
-		if (READ_ONCE(evd->ring.prod) == evd->gate_prod)
+		if (READ_ONCE(evd->ring.prod) == evd->gate_prod && !stalled)
 			goto out;
 		evd->gate_new = false;
 	}
 	if (*policy == KEVD_UPCALL_NOTIFY) {
 		u32 prod = READ_ONCE(evd->ring.prod);
 
-		if (prod == evd->notify_prod ||
-		    !kevd_ring_count(&evd->ring))
+		if (!kevd_ring_count(&evd->ring))
 			goto out;
+		if (prod == evd->notify_prod &&
+		    (!stalled || evd->notify_stall_rung))
+			goto out;
+		/* one doorbell per stall; the next one needs an arrival */
+		evd->notify_stall_rung = prod == evd->notify_prod;
 		evd->notify_prod = prod;
 	}
 	*upcall = evd->upcall;
+	*gen = evd->upcall_gen;
 	atomic_inc(&evd->upcalls_running);
 	go = true;
 out:
@@ -62,32 +88,124 @@ out:
 	return go;
 }
 
-/* No lock: TEARDOWN only needs to see the count reach zero. */
-static void kevd_deliver_end(struct kevd *evd)
+/*
+ * No lock: TEARDOWN only needs to see the count reach zero. The last MANY
+ * batch to end schedules the EVD if events wait: a SINGLE_INSTANCE batch
+ * may have held back for it.
+ */
+static void kevd_deliver_end(struct kevd *evd, int policy)
 {
 	if (atomic_dec_return(&evd->upcalls_running))
 		return;
 	if (waitqueue_active(&evd->wq)) /* ordered by atomic_dec_return() */
 		wake_up(&evd->wq);
+	if (policy == KEVD_UPCALL_MANY && kevd_ring_count(&evd->ring) &&
+	    kevd_upcalls_enabled(READ_ONCE(evd->policy)))
+		kevd_schedule(evd);
+}
+
+/* Has the policy, object or flag changed since the batch began? */
+static bool kevd_batch_stale(struct kevd *evd, const struct kevd_batch *b)
+{
+	return READ_ONCE(evd->upcall_gen) != b->gen;
+}
+
+/* Push events back to the head of @evd, making room if it has none. */
+static void kevd_push_front(struct kevd *evd, const struct kevd_event *evs,
+			    const struct ib_wc *wcs, u32 k)
+{
+	u32 qlen;
+
+	while (kevd_ring_push_front(evd, evs, wcs, k)) {
+		/*
+		 * Producers filled the ring during the batch: grow it rather
+		 * than lose or deliver events taken from the consumer.
+		 */
+		qlen = min(kevd_ring_qlen(&evd->ring) + k, (u32)KEVD_MAX_QLEN);
+		if (kevd_ring_resize(evd, qlen))
+			cond_resched();
+	}
+}
+
+/**
+ * kevd_batch_return() - give back the events of a batch from @from on.
+ * @b: the batch; its upcall's poller owns it.
+ * @from: the first event not delivered.
+ *
+ * They go back to the head of the EVD, in order, and the batch ends at
+ * @from: in-place events are unclaimed, copies and polled completions are
+ * pushed to the front.
+ *
+ * Context: the poller thread of the batch (after an upcall, or inside
+ * one through kevd_modify_upcall()); may sleep.
+ */
+void kevd_batch_return(struct kevd_batch *b, u32 from)
+{
+	struct kevd *evd = b->evd;
+	u32 k = b->n - from;
+
+	if (!k)
+		return;
+	if (b->claim)
+		kevd_ring_unclaim(evd, b->claim, from);
+	else if (b->wcs)
+		kevd_push_front(evd, NULL, b->wcs + from, k);
+	else
+		kevd_push_front(evd, b->evs + from, NULL, k);
+	b->n = from;
+	kevd_wake_waiter(evd);
+}
+
+/*
+ * Deliver the events of @b, one invocation each, until the batch is done
+ * or the policy changed. Returns the number delivered.
+ */
+static u32 kevd_batch_run(struct kevd_poller *p, struct kevd_batch *b,
+			  const struct kevd_upcall *upcall)
+{
+	struct kevd *evd = b->evd;
+	struct kevd_event conv;
+	const struct kevd_event *ev;
+
+	kevd_poller_upcall_begin(p, evd, b);
+	for (b->pos = 0; b->pos < b->n; b->pos++) {
+		if (kevd_batch_stale(evd, b)) {
+			kevd_batch_return(b, b->pos);
+			break;
+		}
+		if (b->claim) {
+			ev = &b->claim->slots[(b->claim->first + b->pos) &
+					      b->claim->mask];
+		} else if (b->wcs) {
+			kevd_wc_to_event(&b->wcs[b->pos], &conv);
+			conv.evd = evd;
+			ev = &conv;
+		} else {
+			ev = &b->evs[b->pos];
+		}
+		upcall->func(upcall->ctx, ev,
+			     b->pos + 1 < b->n || kevd_ring_count(&evd->ring));
+	}
+	kevd_poller_upcall_end(p, evd);
+	return b->n;
 }
 
 /* SINGLE_INSTANCE: a batch read in place; ownership makes it the only one. */
 static u32 kevd_deliver_in_place(struct kevd *evd, struct kevd_poller *p,
-				 const struct kevd_upcall *upcall, u32 max)
+				 const struct kevd_upcall *upcall, u32 gen,
+				 u32 max)
 {
 	struct kevd_claim c;
-	u32 i;
+	struct kevd_batch b = { .evd = evd, .gen = gen, .claim = &c };
+	u32 n;
 
 	if (!kevd_ring_claim(evd, max, &c))
 		return 0;
-	evd->postats.upcalls += c.n;
-	kevd_poller_enter_upcall(p, evd);
-	for (i = 0; i < c.n; i++)
-		upcall->func(upcall->ctx, &c.slots[(c.first + i) & c.mask],
-			     i + 1 < c.n || kevd_ring_count(&evd->ring));
-	kevd_poller_enter_upcall(p, NULL);
+	b.n = c.n;
+	n = kevd_batch_run(p, &b, upcall);
+	evd->postats.upcalls += n;
 	kevd_ring_release(evd);
-	return c.n;
+	return n;
 }
 
 /*
@@ -100,7 +218,8 @@ static bool kevd_direct_begin(struct kevd *evd, struct kevd_direct *d)
 
 	spin_lock_irqsave(&evd->lock, flags);
 	d->open = evd->policy == KEVD_UPCALL_SINGLE_INSTANCE &&
-		  !evd->gate_new && !kevd_ring_count(&evd->ring);
+		  !evd->gate_new && !kevd_ring_count(&evd->ring) &&
+		  !atomic_read(&evd->upcalls_running);
 	if (d->open) {
 		d->upcall = evd->upcall;
 		d->gen = evd->upcall_gen;
@@ -133,7 +252,7 @@ void kevd_direct_end(struct kevd *evd, struct kevd_direct *d)
 	if (!d->open)
 		return;
 	d->open = false;
-	kevd_deliver_end(evd);
+	kevd_deliver_end(evd, KEVD_UPCALL_SINGLE_INSTANCE);
 }
 
 /**
@@ -157,15 +276,16 @@ void kevd_direct_end(struct kevd *evd, struct kevd_direct *d)
  * poll_budget completions and the arm check.
  *
  * Context: the owning poller thread; calls upcalls, which may sleep.
- * Return: completions delivered (0: the CQ was empty), or -EAGAIN when
- * the EVD does not qualify; the caller then drains into the ring.
+ * Return: completions taken from the CQ (0: it was empty; those a policy
+ * change stopped went back to the ring), or -EAGAIN when the EVD does
+ * not qualify; the caller then drains into the ring.
  */
 int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 			struct kevd_direct *d, struct ib_wc *wcs, u32 budget)
 {
-	const struct kevd_upcall *upcall = &d->upcall;
-	struct kevd_event ev;
-	int n, i;
+	struct kevd_batch b = { .evd = evd, .gen = d->gen, .wcs = wcs };
+	u32 done;
+	int n;
 
 	if (d->open) {
 		if (!kevd_direct_continue(evd, d))
@@ -177,21 +297,34 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 	}
 	kevd_cq_unstall(evd);	/* the ring is empty */
 	n = ib_poll_cq(evd->cq, budget, wcs);
-	if (n > 0) {
-		evd->postats.upcalls += n;
-		evd->postats.direct += n;
-		if (n > evd->postats.max_direct)
-			evd->postats.max_direct = n;
-		kevd_poller_enter_upcall(p, evd);
-		for (i = 0; i < n; i++) {
-			kevd_wc_to_event(&wcs[i], &ev);
-			ev.evd = evd;
-			upcall->func(upcall->ctx, &ev,
-				     i + 1 < n || kevd_ring_count(&evd->ring));
-		}
-		kevd_poller_enter_upcall(p, NULL);
-	}
-	return max(n, 0);
+	if (n <= 0)
+		return 0;
+	b.n = n;
+	done = kevd_batch_run(p, &b, &d->upcall);
+	evd->postats.upcalls += done;
+	evd->postats.direct += done;
+	if (done > evd->postats.max_direct)
+		evd->postats.max_direct = done;
+	/* polled: those not delivered went back to the ring */
+	return n;
+}
+
+/**
+ * kevd_batch_revoke() - the policy changed inside an upcall of @evd.
+ * @evd: the EVD.
+ *
+ * Called by kevd_modify_upcall() after the change: if the caller is an
+ * upcall of @evd, the rest of its batch goes back to the EVD now, before
+ * the consumer that changed the policy can dequeue.
+ *
+ * Context: any; from an upcall, its poller thread (may sleep).
+ */
+void kevd_batch_revoke(struct kevd *evd)
+{
+	struct kevd_batch *b = kevd_poller_current_batch(evd);
+
+	if (b)
+		kevd_batch_return(b, b->pos + 1);
 }
 
 /**
@@ -210,34 +343,39 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 		 struct kevd_event *evs, u32 budget, bool *handed_off)
 {
+	struct kevd_batch b = { .evd = evd, .evs = evs };
 	struct kevd_upcall upcall;
 	int policy;
-	u32 n, i;
+	u32 n;
 
-	if (!kevd_deliver_begin(evd, &policy, &upcall))
+	if (!kevd_deliver_begin(evd, &policy, &upcall, &b.gen))
 		return 0;
 
 	if (policy == KEVD_UPCALL_NOTIFY) {
-		evd->postats.upcalls++;
-		kevd_poller_enter_upcall(p, evd);
-		upcall.func(upcall.ctx, NULL, true);
-		kevd_poller_enter_upcall(p, NULL);
-		kevd_deliver_end(evd);
-		return 1;
+		n = 0;
+		kevd_poller_upcall_begin(p, evd, NULL);
+		if (!kevd_batch_stale(evd, &b)) {
+			evd->postats.upcalls++;
+			upcall.func(upcall.ctx, NULL, true);
+			n = 1;
+		}
+		kevd_poller_upcall_end(p, evd);
+		kevd_deliver_end(evd, policy);
+		return n;
 	}
 	if (policy == KEVD_UPCALL_SINGLE_INSTANCE) {
-		n = kevd_deliver_in_place(evd, p, &upcall,
+		n = kevd_deliver_in_place(evd, p, &upcall, b.gen,
 					  min_t(u32, budget, KEVD_BATCH));
-		kevd_deliver_end(evd);
+		kevd_deliver_end(evd, policy);
 		return n;
 	}
 
 	n = kevd_ring_pop(evd, evs, min_t(u32, budget, KEVD_MANY_BATCH));
 	if (!n) {
-		kevd_deliver_end(evd);
+		kevd_deliver_end(evd, policy);
 		return 0;
 	}
-	evd->postats.upcalls += n;
+	b.n = n;
 	if (policy == KEVD_UPCALL_MANY && kevd_ring_count(&evd->ring)) {
 		/*
 		 * Once handed off, nothing keeps the EVD from being freed as
@@ -250,12 +388,9 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 			kevd_put(evd);
 	}
 
-	kevd_poller_enter_upcall(p, evd);
-	for (i = 0; i < n; i++)
-		upcall.func(upcall.ctx, &evs[i],
-			    i + 1 < n || kevd_ring_count(&evd->ring));
-	kevd_poller_enter_upcall(p, NULL);
-	kevd_deliver_end(evd);
+	n = kevd_batch_run(p, &b, &upcall);
+	evd->postats.upcalls += n;
+	kevd_deliver_end(evd, policy);
 	if (*handed_off)
 		kevd_put(evd);
 	return n;

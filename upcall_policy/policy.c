@@ -36,6 +36,7 @@ static void kevd_set_gate(struct kevd *evd, int flag)
 	evd->gate_prod = prod;
 	/* NOTIFY rings for what arrived after notify_prod. */
 	evd->notify_prod = evd->gate_new ? prod : prod - 1;
+	evd->notify_stall_rung = false;
 }
 
 /**
@@ -45,14 +46,18 @@ static void kevd_set_gate(struct kevd *evd, int flag)
  * @upcall: the new upcall object, or NULL to keep the current one.
  * @flag: an &enum kevd_upcall_flag value.
  *
- * With %KEVD_UPCALL_TEARDOWN the call returns only after every upcall in
- * progress on @evd has returned, and no upcall runs afterwards until
- * upcalls are enabled again. Upcalls in progress when DISABLE is set may
- * still finish their batch (DAT leaves them running); TEARDOWN waits.
+ * Every upcall invocation that starts after the call returns follows the
+ * new policy and upcall object; one already executing finishes (DISABLE
+ * does not wait for it, TEARDOWN does). Events a batch took and did not
+ * deliver stay in @evd, in order, ahead of the rest: from inside an upcall
+ * of the batch, before this call returns. With %KEVD_UPCALL_TEARDOWN the
+ * call returns only after every upcall in progress on @evd has returned,
+ * and no upcall runs afterwards until upcalls are enabled again.
  *
- * Context: any for the enabling policies and DISABLE; process context for
- * TEARDOWN, which sleeps and fails with -EDEADLK from inside an upcall of
- * @evd instead of hanging.
+ * Context: any for the enabling policies and DISABLE (from an upcall of
+ * @evd it may sleep to give events back); process context for TEARDOWN,
+ * which sleeps and fails with -EDEADLK from inside an upcall of @evd
+ * instead of hanging.
  * Return: 0; -EINVAL for a bad policy or flag, a NULL @evd, an upcall
  * object without a function or an enabling policy without any upcall;
  * -EBUSY when enabling while a thread waits in kevd_wait(); -EDEADLK.
@@ -95,6 +100,8 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 	if (ret)
 		return ret;
 
+	/* From an upcall of @evd: the rest of its batch goes back now. */
+	kevd_batch_revoke(evd);
 	if (enable) {
 		/* Pairs with kevd_producer_done(): policy set, then count. */
 		smp_mb();
