@@ -1,0 +1,786 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * kevd_consumer: kevd as a kDAPL consumer uses it, through the public
+ * header only (and the fake HCA for the DTO stream): what kevd accepts
+ * and what reaches the consumer, a full ring that must resume, a waiter
+ * whose threshold must stay reachable, overflow that is never silent.
+ *
+ * Workers and upcalls only count; the test thread asserts. A bounded wait
+ * that runs out is a failure, never a result.
+ */
+#include <kunit/test.h>
+#include <linux/bitmap.h>
+#include <linux/completion.h>
+#include <linux/jiffies.h>
+#include <linux/kthread.h>
+#include <linux/sched.h>
+#include <kevd/kevd.h>
+#include "fake_hca.h"
+
+#define CONS_WAIT	msecs_to_jiffies(60000)
+
+static struct kevd *cons_create(struct kunit *test, u32 qlen, u32 flags,
+				int policy, const struct kevd_upcall *up,
+				struct kevd *async_evd)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	attr.qlen = qlen;
+	attr.flags = flags;
+	attr.upcall_policy = policy;
+	if (up)
+		attr.upcall = *up;
+	attr.async_evd = async_evd;
+	evd = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
+static u32 cons_count(struct kevd *evd)
+{
+	struct kevd_param p;
+
+	return kevd_query(evd, &p) ? 0 : p.count;
+}
+
+static u32 cons_state(struct kevd *evd)
+{
+	struct kevd_param p;
+
+	return kevd_query(evd, &p) ? 0 : p.state;
+}
+
+/* Poll @evd's count until it reaches @n; false if the bound runs out. */
+static bool cons_wait_count(struct kevd *evd, u32 n)
+{
+	unsigned long end = jiffies + CONS_WAIT;
+
+	while (cons_count(evd) < n) {
+		if (time_after(jiffies, end))
+			return false;
+		schedule_timeout_uninterruptible(1);
+	}
+	return true;
+}
+
+static bool cons_wait_atomic(atomic_t *v, int n)
+{
+	unsigned long end = jiffies + CONS_WAIT;
+
+	while (atomic_read(v) < n) {
+		if (time_after(jiffies, end))
+			return false;
+		schedule_timeout_uninterruptible(1);
+	}
+	return true;
+}
+
+/* --- what kevd accepts --------------------------------------------------- */
+
+/*
+ * Only the numbers of enum kevd_event_number are events: one in a known
+ * stream's range that DAT does not define is refused, and nothing of it
+ * is ever dequeued.
+ */
+static void kevd_consumer_unknown_event_number(struct kunit *test)
+{
+	static const u32 bad[] = { 0x4242, 0x4000, 0x4009, 0x2002, 0x1002,
+				   0x8006, 0x10002, 0x0002 };
+	struct kevd_event ev = { };
+	struct kevd *evd;
+	unsigned int i;
+
+	evd = cons_create(test, 64, KEVD_ALL_FLAGS & ~KEVD_DTO_FLAG,
+			  KEVD_UPCALL_DISABLE, NULL, NULL);
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		ev.event_number = bad[i];
+		KUNIT_EXPECT_EQ_MSG(test, kevd_post_event(evd, &ev), -EINVAL,
+				    "event number %#x", bad[i]);
+	}
+	KUNIT_EXPECT_EQ(test, cons_count(evd), 0U);
+	ev.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED;
+	ev.connection.ep = evd;
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &ev), 0);
+	memset(&ev, 0, sizeof(ev));
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, (void *)evd);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+/* --- what reaches the consumer ------------------------------------------- */
+
+struct dto_case {
+	enum ib_wc_opcode op;
+	int flags;
+	enum ib_wc_status status;
+	u32 byte_len;
+	u32 imm;
+	u32 want_len;
+	bool want_imm;
+};
+
+/*
+ * A DTO event carries only what the verbs define: the length of received
+ * messages and RDMA READs, immediate data with IB_WC_WITH_IMM. The fake
+ * HCA leaves the undefined fields full of garbage, as hardware does, and
+ * the completions go through the poller's shared work-completion array
+ * after a receive that had both, so a stale value would show.
+ */
+static void kevd_consumer_dto_defined_fields(struct kunit *test)
+{
+	static const struct dto_case cases[] = {
+		{ IB_WC_RECV, IB_WC_WITH_IMM, IB_WC_SUCCESS, 100, 7, 100, true },
+		{ IB_WC_SEND, 0, IB_WC_SUCCESS, 0, 0, 0, false },
+		{ IB_WC_RECV, IB_WC_WITH_IMM, IB_WC_SUCCESS, 200, 9, 200, true },
+		{ IB_WC_RDMA_WRITE, 0, IB_WC_SUCCESS, 0, 0, 0, false },
+		{ IB_WC_RDMA_READ, 0, IB_WC_SUCCESS, 300, 0, 300, false },
+		{ IB_WC_REG_MR, 0, IB_WC_SUCCESS, 0, 0, 0, false },
+		{ IB_WC_LOCAL_INV, 0, IB_WC_SUCCESS, 0, 0, 0, false },
+		{ IB_WC_RECV, 0, IB_WC_SUCCESS, 400, 0, 400, false },
+		{ IB_WC_RECV_RDMA_WITH_IMM, IB_WC_WITH_IMM, IB_WC_SUCCESS, 0, 11,
+		  0, true },
+		{ IB_WC_RECV, 0, IB_WC_WR_FLUSH_ERR, 0, 0, 0, false },
+	};
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd_event ev;
+	struct kevd *evd;
+	unsigned int i;
+	u32 nmore;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct ib_wc wc = {
+			.wr_id = i,
+			.status = cases[i].status,
+			.opcode = cases[i].op,
+			.wc_flags = cases[i].flags,
+			.byte_len = cases[i].byte_len,
+			.ex.imm_data = cpu_to_be32(cases[i].imm),
+		};
+
+		KUNIT_ASSERT_EQ(test, fake_cq_add(kevd_cq(evd), &wc), 0);
+	}
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		u32 want_imm = 0;
+
+		if (cases[i].want_imm)
+			want_imm = cases[i].imm;
+		memset(&ev, 0x5a, sizeof(ev));
+		KUNIT_ASSERT_EQ(test, kevd_wait(evd, 60 * USEC_PER_SEC, 1, &ev,
+						&nmore), 0);
+		KUNIT_EXPECT_EQ(test, ev.dto.cookie, (u64)i);
+		KUNIT_EXPECT_EQ_MSG(test, ev.dto.transferred_length,
+				    cases[i].want_len, "case %u", i);
+		KUNIT_EXPECT_EQ_MSG(test, ev.dto.has_imm, cases[i].want_imm,
+				    "case %u", i);
+		KUNIT_EXPECT_EQ_MSG(test, ev.dto.imm_data, want_imm,
+				    "case %u", i);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/* --- a full ring must resume --------------------------------------------- */
+
+struct stall_rec {
+	struct kevd *evd;
+	atomic_t delivered;
+	atomic_t doorbells;
+	atomic_t order_errors;
+	u64 next;
+};
+
+static void stall_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct stall_rec *r = ctx;
+
+	if (!ev) {
+		atomic_inc(&r->doorbells);
+		return;
+	}
+	if (ev->dto.cookie != r->next)
+		atomic_inc(&r->order_errors);
+	r->next = ev->dto.cookie + 1;
+	atomic_inc(&r->delivered);
+}
+
+static const int stall_policies[] = {
+	KEVD_UPCALL_SINGLE_INSTANCE, KEVD_UPCALL_NOTIFY, KEVD_UPCALL_MANY,
+};
+
+static void stall_desc(const int *p, char *desc)
+{
+	static const char * const names[] = {
+		[KEVD_UPCALL_SINGLE_INSTANCE] = "single",
+		[KEVD_UPCALL_NOTIFY] = "notify",
+		[KEVD_UPCALL_MANY] = "many",
+	};
+
+	strscpy(desc, names[*p], KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(stall_policy, stall_policies, stall_desc);
+
+/*
+ * A DISABLEd DTO EVD fills its ring; the rest waits in the CQ. The
+ * consumer enables upcalls with INVOC_NEW and more completions follow:
+ * all of them must arrive, in order where the policy orders them.
+ * Completions the full ring held back count as new arrivals.
+ */
+static void kevd_consumer_full_ring_resumes(struct kunit *test)
+{
+	const int policy = *(const int *)test->param_value;
+	struct stall_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct kevd_upcall up = { stall_upcall, r };
+	struct kevd_param p;
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	u32 qlen, extra = 16, more = 8, total, got = 0;
+	unsigned long end;
+	unsigned int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.upcall = up;
+	r->evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, r->evd);
+	KUNIT_ASSERT_EQ(test, kevd_query(r->evd, &p), 0);
+	qlen = p.qlen;
+	total = qlen + extra + more;
+
+	for (i = 0; i < qlen + extra; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(r->evd)), 0);
+	KUNIT_ASSERT_TRUE(test, cons_wait_count(r->evd, qlen));
+	KUNIT_EXPECT_EQ(test, fake_cq_count(kevd_cq(r->evd)), extra);
+
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(r->evd, policy, NULL,
+						 KEVD_UPCALL_INVOC_NEW), 0);
+	for (i = 0; i < more; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(r->evd)), 0);
+
+	if (policy != KEVD_UPCALL_NOTIFY) {
+		KUNIT_EXPECT_TRUE(test, cons_wait_atomic(&r->delivered, total));
+	} else {
+		/* The doorbell tells the consumer; it dequeues everything. */
+		KUNIT_EXPECT_TRUE(test, cons_wait_atomic(&r->doorbells, 1));
+		end = jiffies + CONS_WAIT;
+		while (got < total && time_before(jiffies, end)) {
+			if (kevd_dequeue(r->evd, &ev)) {
+				schedule_timeout_uninterruptible(1);
+				continue;
+			}
+			KUNIT_EXPECT_EQ(test, ev.dto.cookie, (u64)got);
+			got++;
+		}
+		KUNIT_EXPECT_EQ(test, got, total);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(r->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_NEW), 0);
+	if (policy == KEVD_UPCALL_SINGLE_INSTANCE)
+		KUNIT_EXPECT_EQ(test, atomic_read(&r->order_errors), 0);
+	if (policy != KEVD_UPCALL_NOTIFY)
+		KUNIT_EXPECT_EQ(test, atomic_read(&r->delivered), (int)total);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(r->evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(r->evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/* --- the waiter's threshold stays reachable ------------------------------ */
+
+struct waiter {
+	struct kevd *evd;
+	u32 threshold;
+	int rc;
+	struct kevd_event ev;
+	struct completion done;
+};
+
+static int waiter_fn(void *data)
+{
+	struct waiter *w = data;
+	u32 nmore;
+
+	w->rc = kevd_wait(w->evd, KEVD_TIMEOUT_INFINITE, w->threshold, &w->ev,
+			  &nmore);
+	complete(&w->done);
+	return 0;
+}
+
+/*
+ * A thread waits for qlen events; a resize below that threshold would
+ * leave it waiting forever: it fails with -EBUSY, one at or above it
+ * succeeds, and the waiter wakes when its threshold is met.
+ */
+static void kevd_consumer_resize_keeps_threshold(struct kunit *test)
+{
+	struct waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct task_struct *t;
+	struct kevd_param p;
+	unsigned long end;
+	u32 qlen, i;
+
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	init_completion(&w->done);
+	w->evd = cons_create(test, 256, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			     NULL, NULL);
+	KUNIT_ASSERT_EQ(test, kevd_query(w->evd, &p), 0);
+	qlen = p.qlen;
+	w->threshold = qlen;
+	t = kthread_run(waiter_fn, w, "kevd_cons_waiter");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	end = jiffies + CONS_WAIT;
+	while (!(cons_state(w->evd) & KEVD_STATE_WAITED) &&
+	       time_before(jiffies, end))
+		schedule_timeout_uninterruptible(1);
+	KUNIT_EXPECT_TRUE(test, cons_state(w->evd) & KEVD_STATE_WAITED);
+
+	KUNIT_EXPECT_EQ(test, kevd_resize(w->evd, 16), -EBUSY);
+	KUNIT_EXPECT_EQ(test, kevd_query(w->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.qlen, qlen);
+	KUNIT_EXPECT_EQ(test, kevd_resize(w->evd, 2 * qlen), 0);
+
+	for (i = 0; i < qlen; i++)
+		KUNIT_EXPECT_EQ(test, kevd_post_se(w->evd, (void *)(uintptr_t)i), 0);
+	if (!wait_for_completion_timeout(&w->done, CONS_WAIT)) {
+		KUNIT_FAIL(test, "the waiter did not wake at its threshold");
+		kevd_set_unwaitable(w->evd, true);
+		wait_for_completion(&w->done);
+	}
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	KUNIT_EXPECT_PTR_EQ(test, w->ev.software.pointer, NULL);
+	kevd_set_unwaitable(w->evd, true);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->evd), 0);
+}
+
+/* --- overflow is never silent -------------------------------------------- */
+
+/*
+ * An EVD whose connection events overflow reports each drop to its async
+ * EVD; when the async EVD itself is full, it drops the report, counts it
+ * and enters the overflowed state too.
+ */
+static void kevd_consumer_async_overflow_counted(struct kunit *test)
+{
+	struct kevd_event ev = { .event_number = KEVD_CONNECTION_EVENT_BROKEN };
+	struct kevd_param ap, p;
+	struct kevd *aevd, *evd;
+	u32 posted = 0, dropped = 0, i;
+
+	aevd = cons_create(test, 1, KEVD_ASYNC_FLAG, KEVD_UPCALL_DISABLE, NULL,
+			   NULL);
+	evd = cons_create(test, 1, KEVD_CONNECTION_FLAG, KEVD_UPCALL_DISABLE,
+			  NULL, aevd);
+	KUNIT_ASSERT_EQ(test, kevd_query(aevd, &ap), 0);
+	/* enough drops to fill the async EVD, headroom included, and more */
+	for (i = 0; i < 4 * (ap.qlen + 16); i++) {
+		if (kevd_post_event(evd, &ev))
+			dropped++;
+		else
+			posted++;
+	}
+	KUNIT_ASSERT_GT(test, dropped, 0U);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_TRUE(test, p.state & KEVD_STATE_OVERFLOWED);
+	KUNIT_EXPECT_EQ(test, p.stats.drops, (u64)dropped);
+	KUNIT_ASSERT_EQ(test, kevd_query(aevd, &ap), 0);
+	KUNIT_EXPECT_TRUE(test, ap.state & KEVD_STATE_OVERFLOWED);
+	KUNIT_EXPECT_GT(test, ap.stats.drops, 0ULL);
+	KUNIT_EXPECT_EQ(test, ap.count + ap.stats.drops, (u64)dropped);
+	KUNIT_EXPECT_EQ(test, p.count, posted);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(aevd), 0);
+}
+
+/* --- the seed pattern: disable in the upcall, drain in a thread ---------- */
+
+#define SEED_PRODUCERS	3
+#define SEED_SEQ_BITS	24
+
+struct seed {
+	struct kevd *evd;
+	struct ib_cq *cq;		/* DTO variant: the producers' CQ */
+	bool dto;
+	u32 per_producer;
+	u32 total;
+	unsigned long *seen;
+	spinlock_t lock;		/* the consumer's records */
+	u32 next[SEED_PRODUCERS];
+	u64 next_cookie;
+	u32 got;
+	bool disabled;			/* between DISABLE and re-enable */
+	atomic_t while_disabled;	/* invocations that broke the rule */
+	atomic_t dups;
+	atomic_t order_errors;
+	atomic_t bad;
+	atomic_t modify_errors;
+	atomic_t upcalls;
+	atomic_t produced;
+	struct completion wake;
+};
+
+/* One event, from the upcall or the draining thread. */
+static void seed_record(struct seed *sd, const struct kevd_event *ev)
+{
+	unsigned long flags;
+	u32 prod, seq, idx;
+
+	spin_lock_irqsave(&sd->lock, flags);
+	if (sd->dto) {
+		if (ev->event_number != KEVD_DTO_COMPLETION_EVENT ||
+		    ev->dto.status != KEVD_DTO_SUCCESS) {
+			atomic_inc(&sd->bad);
+			goto out;
+		}
+		idx = ev->dto.cookie;
+		if (ev->dto.cookie != sd->next_cookie)
+			atomic_inc(&sd->order_errors);
+		sd->next_cookie = ev->dto.cookie + 1;
+	} else {
+		unsigned long v = (unsigned long)ev->software.pointer;
+
+		if (ev->event_number != KEVD_SOFTWARE_EVENT) {
+			atomic_inc(&sd->bad);
+			goto out;
+		}
+		prod = v >> SEED_SEQ_BITS;
+		seq = v & (BIT(SEED_SEQ_BITS) - 1);
+		if (prod >= SEED_PRODUCERS || seq >= sd->per_producer) {
+			atomic_inc(&sd->bad);
+			goto out;
+		}
+		if (seq != sd->next[prod])
+			atomic_inc(&sd->order_errors);
+		sd->next[prod] = seq + 1;
+		idx = prod * sd->per_producer + seq;
+	}
+	if (idx >= sd->total || __test_and_set_bit(idx, sd->seen))
+		atomic_inc(&sd->dups);
+	else
+		sd->got++;
+out:
+	spin_unlock_irqrestore(&sd->lock, flags);
+}
+
+static void seed_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct seed *sd = ctx;
+	unsigned long flags;
+	bool disabled;
+
+	atomic_inc(&sd->upcalls);
+	spin_lock_irqsave(&sd->lock, flags);
+	disabled = sd->disabled;
+	spin_unlock_irqrestore(&sd->lock, flags);
+	if (disabled)
+		atomic_inc(&sd->while_disabled);
+	seed_record(sd, ev);
+	/* The 2006 pattern: disable from the upcall, wake the thread. */
+	if (kevd_modify_upcall(sd->evd, KEVD_UPCALL_DISABLE, NULL,
+			       KEVD_UPCALL_INVOC_ANY))
+		atomic_inc(&sd->modify_errors);
+	spin_lock_irqsave(&sd->lock, flags);
+	sd->disabled = true;
+	spin_unlock_irqrestore(&sd->lock, flags);
+	complete(&sd->wake);
+}
+
+struct seed_producer {
+	struct seed *sd;
+	u32 id;
+};
+
+static int seed_produce(void *data)
+{
+	struct seed_producer *sp = data;
+	struct seed *sd = sp->sd;
+	u32 seq = 0;
+
+	while (seq < sd->per_producer && !kthread_should_stop()) {
+		int ret;
+
+		if (sd->dto) {
+			if (fake_cq_count(sd->cq) > sd->cq->cqe / 2) {
+				cond_resched();
+				continue;
+			}
+			ret = fake_cq_add_seq(sd->cq);
+		} else {
+			ret = kevd_post_se(sd->evd, (void *)(((unsigned long)sp->id
+						<< SEED_SEQ_BITS) | seq));
+		}
+		if (ret) {	/* full: the consumer is behind */
+			cond_resched();
+			continue;
+		}
+		seq++;
+		atomic_inc(&sd->produced);
+		if (!(seq & 63))
+			cond_resched();
+	}
+	return 0;
+}
+
+/*
+ * The scenario of the 2006 kDAPL thread: each upcall (SINGLE_INSTANCE)
+ * disables upcalls and wakes the consumer's thread, which dequeues until
+ * -EAGAIN and enables again. After DISABLE returns, no upcall may start
+ * until the thread enables: the rest of the batch goes back to the EVD,
+ * ahead of newer events. Every event arrives exactly once, in order per
+ * producer; on the DTO stream the completions come straight from the CQ
+ * (the direct path) and arrive in CQ order.
+ */
+static void kevd_consumer_seed_pattern(struct kunit *test)
+{
+	const bool dto = *(const bool *)test->param_value;
+	struct seed *sd = kunit_kzalloc(test, sizeof(*sd), GFP_KERNEL);
+	struct seed_producer sp[SEED_PRODUCERS];
+	struct task_struct *t[SEED_PRODUCERS];
+	struct fake_hca *hca = NULL;
+	struct kevd_attr attr;
+	struct kevd_event ev;
+	unsigned long flags;
+	unsigned int i, nprod = dto ? 1 : SEED_PRODUCERS;
+	u32 got;
+	int ret;
+
+	KUNIT_ASSERT_NOT_NULL(test, sd);
+	sd->dto = dto;
+	sd->per_producer = num_online_cpus() > 1 ? 20000 : 5000;
+	if (dto)
+		sd->per_producer *= SEED_PRODUCERS;
+	sd->total = sd->per_producer * nprod;
+	sd->seen = kunit_kcalloc(test, BITS_TO_LONGS(sd->total),
+				 sizeof(long), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, sd->seen);
+	spin_lock_init(&sd->lock);
+	init_completion(&sd->wake);
+
+	kevd_attr_init(&attr);
+	attr.qlen = 256;
+	attr.flags = dto ? KEVD_DTO_FLAG : KEVD_SOFTWARE_FLAG;
+	attr.cq_depth = 1024;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.upcall = (struct kevd_upcall){ seed_upcall, sd };
+	if (dto) {
+		hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	}
+	sd->evd = kevd_create(dto ? fake_hca_ibdev(hca) : NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, sd->evd);
+	sd->cq = kevd_cq(sd->evd);
+
+	for (i = 0; i < nprod; i++) {
+		sp[i] = (struct seed_producer){ sd, i };
+		t[i] = kthread_run(seed_produce, &sp[i], "kevd_seed/%u", i);
+		KUNIT_ASSERT_FALSE(test, IS_ERR(t[i]));
+		get_task_struct(t[i]);
+	}
+
+	/* The consumer's thread. */
+	for (;;) {
+		spin_lock_irqsave(&sd->lock, flags);
+		got = sd->got;
+		spin_unlock_irqrestore(&sd->lock, flags);
+		if (got >= sd->total)
+			break;
+		if (!wait_for_completion_timeout(&sd->wake, CONS_WAIT)) {
+			KUNIT_FAIL(test, "no upcall for 60 s: %u of %u events",
+				   got, sd->total);
+			break;
+		}
+		while (!kevd_dequeue(sd->evd, &ev))
+			seed_record(sd, &ev);
+		spin_lock_irqsave(&sd->lock, flags);
+		sd->disabled = false;
+		spin_unlock_irqrestore(&sd->lock, flags);
+		ret = kevd_modify_upcall(sd->evd, KEVD_UPCALL_SINGLE_INSTANCE,
+					 NULL, KEVD_UPCALL_INVOC_ANY);
+		KUNIT_EXPECT_EQ(test, ret, 0);
+	}
+	for (i = 0; i < nprod; i++) {
+		kthread_stop(t[i]);
+		put_task_struct(t[i]);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(sd->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	kunit_info(test, "%s: %u events, %d upcalls, %d while disabled",
+		   dto ? "dto" : "software", sd->total,
+		   atomic_read(&sd->upcalls), atomic_read(&sd->while_disabled));
+	KUNIT_EXPECT_EQ(test, atomic_read(&sd->while_disabled), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&sd->order_errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&sd->dups), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&sd->bad), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&sd->modify_errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&sd->produced), (int)sd->total);
+	KUNIT_EXPECT_EQ(test, sd->got, sd->total);
+	KUNIT_EXPECT_TRUE(test, bitmap_full(sd->seen, sd->total));
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(sd->evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(sd->evd), 0);
+	if (hca)
+		fake_hca_destroy(hca);
+}
+
+static const bool seed_streams[] = { false, true };
+
+static void seed_desc(const bool *dto, char *desc)
+{
+	strscpy(desc, *dto ? "dto_direct" : "software", KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(seed_stream, seed_streams, seed_desc);
+
+/* --- a CQ sized by the queue length follows it ---------------------------- */
+
+static struct kevd *cq_evd(struct kunit *test, struct fake_hca *hca, u32 qlen,
+			   u32 cq_depth)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	attr.qlen = qlen;
+	attr.cq_depth = cq_depth;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
+/*
+ * A consumer sizes its work by the queue length. After kevd_resize() up,
+ * a CQ whose depth came from the queue length holds that many
+ * completions: none overruns. A provider that cannot resize CQs makes the
+ * resize fail and nothing changes; an explicit CQ depth is the
+ * consumer's and stays.
+ */
+static void kevd_consumer_resize_grows_cq(struct kunit *test)
+{
+	struct fake_cq_stats st;
+	struct kevd_param p;
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	struct kevd *evd;
+	u32 qlen, i, nmore;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+
+	evd = cq_evd(test, hca, 16, 0);
+	KUNIT_ASSERT_EQ(test, kevd_resize(evd, 512), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	qlen = p.qlen;
+	KUNIT_EXPECT_GE(test, (u32)kevd_cq(evd)->cqe, qlen);
+	/* a burst of qlen completions before the consumer looks */
+	KUNIT_EXPECT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), qlen),
+			(int)qlen);
+	for (i = 0; i < qlen; i++) {
+		if (kevd_wait(evd, 60 * USEC_PER_SEC, 1, &ev, &nmore))
+			break;
+		KUNIT_EXPECT_EQ(test, ev.dto.cookie, (u64)i);
+	}
+	KUNIT_EXPECT_EQ(test, i, qlen);
+	fake_cq_stats(kevd_cq(evd), &st);
+	KUNIT_EXPECT_EQ(test, st.overruns, 0ULL);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+
+	/* an explicit depth stays what the consumer asked */
+	evd = cq_evd(test, hca, 16, 64);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 512), 0);
+	KUNIT_EXPECT_EQ(test, kevd_cq(evd)->cqe, 64);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+
+	/* a provider without resize_cq: refused, nothing changed */
+	fake_hca_set_no_resize(hca, true);
+	evd = cq_evd(test, hca, 16, 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	qlen = p.qlen;
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 512), -EOPNOTSUPP);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.qlen, qlen);
+	/* shrinking needs no bigger CQ */
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 4), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/* --- the counts balance -------------------------------------------------- */
+
+/*
+ * posted = delivered + discarded + queued, per EVD and in the totals:
+ * what kevd_free() discards is counted.
+ */
+static void kevd_consumer_counts_balance(struct kunit *test)
+{
+	struct kevd_stats before, after;
+	struct kevd_param p;
+	struct kevd_event ev;
+	struct kevd *evd;
+	u64 posted, delivered;
+	int i, s;
+
+	kevd_total_stats(&before);
+	evd = cons_create(test, 64, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			  NULL, NULL);
+	for (i = 0; i < 40; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, NULL), 0);
+	for (i = 0; i < 15; i++)
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_SOFTWARE], 40ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_SOFTWARE], 15ULL);
+	KUNIT_EXPECT_EQ(test, p.count, 25U);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	kevd_total_stats(&after);
+	posted = 0;
+	delivered = 0;
+	for (s = 0; s < KEVD_NR_STREAMS; s++) {
+		posted += after.posted[s] - before.posted[s];
+		delivered += after.delivered[s] - before.delivered[s];
+	}
+	KUNIT_EXPECT_EQ(test, after.discarded - before.discarded, 25ULL);
+	KUNIT_EXPECT_EQ(test, posted, delivered + after.discarded -
+			before.discarded);
+}
+
+static struct kunit_case kevd_consumer_cases[] = {
+	KUNIT_CASE_PARAM_ATTR(kevd_consumer_seed_pattern,
+			      seed_stream_gen_params, { .speed = KUNIT_SPEED_SLOW }),
+	KUNIT_CASE(kevd_consumer_unknown_event_number),
+	KUNIT_CASE(kevd_consumer_dto_defined_fields),
+	KUNIT_CASE_PARAM(kevd_consumer_full_ring_resumes,
+			 stall_policy_gen_params),
+	KUNIT_CASE(kevd_consumer_resize_keeps_threshold),
+	KUNIT_CASE(kevd_consumer_async_overflow_counted),
+	KUNIT_CASE(kevd_consumer_resize_grows_cq),
+	KUNIT_CASE(kevd_consumer_counts_balance),
+	{}
+};
+
+static struct kunit_suite kevd_consumer_suite = {
+	.name = "kevd_consumer",
+	.test_cases = kevd_consumer_cases,
+};
+
+kunit_test_suite(kevd_consumer_suite);
