@@ -80,9 +80,11 @@ unload_all() {
 	return 0
 }
 
-# One bad value: the load must fail, leave no module, and say why.
+# One bad value: the load must fail, leave no module, and say why (in a
+# message logged by this attempt: the log is cleared first).
 check_bad_param() { # name=value
 	name=${1%%=*}
+	dmesg -c >/dev/null
 	if $MP kevd "$1" >/dev/null 2>&1; then
 		ktap_result not-ok "reject_$1" "load succeeded"
 		unload_all
@@ -111,7 +113,7 @@ modparams_suite() {
 	fi
 	nbad=0
 	for b in $bad; do nbad=$((nbad + 1)); done
-	ktap_begin kevd_modparams $((nbad + 4))
+	ktap_begin kevd_modparams $((nbad + 5))
 	for b in $bad; do
 		check_bad_param "$b"
 	done
@@ -130,6 +132,21 @@ modparams_suite() {
 	else
 		ktap_result not-ok accept_non_default_values
 	fi
+
+	unload_all
+
+	# Every accepted value loads: the largest of each, 1024 pollers.
+	if $MP kevd nr_pollers=1024 poll_budget=65536 default_qlen=1048576 \
+		defer_arm=64 &&
+	   [ "$(cat $params_dir/nr_pollers)" = 1024 ] &&
+	   [ "$(ls -d /proc/[0-9]*/ 2>/dev/null | while read -r d; do cat "$d/comm" 2>/dev/null; done | grep -c '^kevd_poll/')" = 1024 ]; then
+		ktap_result ok accept_largest_values
+	else
+		ktap_result not-ok accept_largest_values
+	fi
+	unload_all
+	$MP kevd default_policy=notify poll_budget=17 default_qlen=99 \
+		nr_pollers=3 notify_check=poll defer_arm=5
 
 	# Runtime writes are validated the same way; a bad one keeps the value.
 	if kevd_loaded && ! echo 0 >$params_dir/poll_budget 2>/dev/null &&

@@ -17,6 +17,7 @@ import sys
 TIMESTAMP = re.compile(r'^\[\s*\d+\.\d+\]\s?')
 RESULT = re.compile(r'^(\s*)(ok|not ok) (\d+) ?(.*)$')
 SUBTEST = re.compile(r'^(\s*)# Subtest: (\S+)')
+PLAN = re.compile(r'^(\s*)1\.\.(\d+)\s*$')
 
 # Anything of these on the console fails the run, wherever it appears.
 REPORTS = [
@@ -98,11 +99,16 @@ def parse(args):
     seen = set()
     suite = None
     suite_tests = collections.Counter()
+    planned = {}
     for l in lines[begin or 0:]:
         m = SUBTEST.match(l)
         if m and len(m.group(1)) == 4:
             suite = m.group(2)
             seen.add(suite)
+            continue
+        m = PLAN.match(l)
+        if m and suite is not None and len(m.group(1)) == 4:
+            planned[suite] = int(m.group(2))
             continue
         m = RESULT.match(l)
         if not m or suite is None:
@@ -126,6 +132,14 @@ def parse(args):
         if s not in seen or not suite_tests[s]:
             print(f'[{t}] expected suite {s} did not run', file=sys.stderr)
             rec(s, '(suite ran)', 'fail')
+        elif s not in planned:
+            print(f'[{t}] suite {s} printed no plan (1..N)', file=sys.stderr)
+            rec(s, '(suite planned)', 'fail')
+        elif planned[s] != suite_tests[s]:
+            # a suite that died after some tests is not a suite that ran
+            print(f'[{t}] suite {s} planned {planned[s]} tests, '
+                  f'ran {suite_tests[s]}', file=sys.stderr)
+            rec(s, f'(planned {planned[s]}, ran {suite_tests[s]})', 'fail')
     write(args.out, out)
     return 0
 
