@@ -733,35 +733,39 @@ static void kevd_consumer_resize_grows_cq(struct kunit *test)
  */
 static void kevd_consumer_counts_balance(struct kunit *test)
 {
-	struct kevd_stats before, after;
-	struct kevd_param p;
+	struct kevd_stats *before = kunit_kzalloc(test, sizeof(*before),
+						  GFP_KERNEL);
+	struct kevd_stats *after = kunit_kzalloc(test, sizeof(*after),
+						 GFP_KERNEL);
+	struct kevd_param *p = kunit_kzalloc(test, sizeof(*p), GFP_KERNEL);
 	struct kevd_event ev;
 	struct kevd *evd;
-	u64 posted, delivered;
+	u64 posted = 0, delivered = 0;
 	int i, s;
 
-	kevd_total_stats(&before);
+	KUNIT_ASSERT_NOT_NULL(test, before);
+	KUNIT_ASSERT_NOT_NULL(test, after);
+	KUNIT_ASSERT_NOT_NULL(test, p);
+	kevd_total_stats(before);
 	evd = cons_create(test, 64, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
 			  NULL, NULL);
 	for (i = 0; i < 40; i++)
 		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, NULL), 0);
 	for (i = 0; i < 15; i++)
 		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
-	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
-	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_SOFTWARE], 40ULL);
-	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_SOFTWARE], 15ULL);
-	KUNIT_EXPECT_EQ(test, p.count, 25U);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, p), 0);
+	KUNIT_EXPECT_EQ(test, p->stats.posted[KEVD_STREAM_SOFTWARE], 40ULL);
+	KUNIT_EXPECT_EQ(test, p->stats.delivered[KEVD_STREAM_SOFTWARE], 15ULL);
+	KUNIT_EXPECT_EQ(test, p->count, 25U);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
-	kevd_total_stats(&after);
-	posted = 0;
-	delivered = 0;
+	kevd_total_stats(after);
 	for (s = 0; s < KEVD_NR_STREAMS; s++) {
-		posted += after.posted[s] - before.posted[s];
-		delivered += after.delivered[s] - before.delivered[s];
+		posted += after->posted[s] - before->posted[s];
+		delivered += after->delivered[s] - before->delivered[s];
 	}
-	KUNIT_EXPECT_EQ(test, after.discarded - before.discarded, 25ULL);
-	KUNIT_EXPECT_EQ(test, posted, delivered + after.discarded -
-			before.discarded);
+	KUNIT_EXPECT_EQ(test, after->discarded - before->discarded, 25ULL);
+	KUNIT_EXPECT_EQ(test, posted, delivered + after->discarded -
+			before->discarded);
 }
 
 static struct kunit_case kevd_consumer_cases[] = {
