@@ -55,9 +55,9 @@ MODULE_PARM_DESC(msg_size, "Message size in bytes, 8..65536 (default 256)");
 static unsigned int depth = 32;
 module_param(depth, uint, 0444);
 MODULE_PARM_DESC(depth, "QP depth, 4..1024 (default 32); batches are depth/2");
-static char *modes = "dequeue,wait,single,notify,many";
+static char *modes = "dequeue,wait,single,notify,many,seed";
 module_param(modes, charp, 0444);
-MODULE_PARM_DESC(modes, "Delivery modes (default dequeue,wait,single,notify,many)");
+MODULE_PARM_DESC(modes, "Delivery modes (default dequeue,wait,single,notify,many,seed)");
 static unsigned int rounds = 3;
 module_param(rounds, uint, 0444);
 MODULE_PARM_DESC(rounds, "Setup/teardown rounds per device (default 3)");
@@ -76,16 +76,23 @@ enum pp_kind {
 	PP_FLUSH_RECV, PP_FENCE_SEND, PP_FENCE_RECV,
 };
 
+/*
+ * seed: the 2006 kDAPL pattern. Each upcall (SINGLE_INSTANCE) disables
+ * upcalls and wakes the consumer's thread, which dequeues until -EAGAIN
+ * and enables again; an upcall while disabled is counted (and is bad).
+ */
 static const struct {
 	const char *name;
 	int policy;
 	bool wait;
+	bool seed;
 } pp_modes[] = {
-	{ "dequeue", KEVD_UPCALL_DISABLE, false },
-	{ "wait", KEVD_UPCALL_DISABLE, true },
-	{ "single", KEVD_UPCALL_SINGLE_INSTANCE, false },
-	{ "notify", KEVD_UPCALL_NOTIFY, false },
-	{ "many", KEVD_UPCALL_MANY, false },
+	{ "dequeue", KEVD_UPCALL_DISABLE, false, false },
+	{ "wait", KEVD_UPCALL_DISABLE, true, false },
+	{ "single", KEVD_UPCALL_SINGLE_INSTANCE, false, false },
+	{ "notify", KEVD_UPCALL_NOTIFY, false, false },
+	{ "many", KEVD_UPCALL_MANY, false, false },
+	{ "seed", KEVD_UPCALL_SINGLE_INSTANCE, false, true },
 };
 
 struct pp_dev;
@@ -106,6 +113,9 @@ struct pp_rec {
 	atomic_t flushed;
 	atomic_t target;
 	struct completion reached;
+	atomic_t disabled;		/* seed: between DISABLE and enable */
+	atomic_t disabled_upcalls;	/* seed: upcalls while disabled */
+	struct completion wake;		/* seed: the upcall disabled */
 };
 
 struct pp_dev {
@@ -261,6 +271,50 @@ static void pp_upcall(void *ctx, const struct kevd_event *ev, bool more)
 		pp_record(d, &e);
 }
 
+/* seed: record, disable from the upcall, wake the consumer's thread. */
+static void pp_seed_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct pp_dev *d = ctx;
+	struct pp_rec *r = &d->rec;
+
+	if (atomic_read(&r->disabled)) {
+		atomic_inc(&r->disabled_upcalls);
+		atomic_inc(&r->bad);
+	}
+	if (ev)
+		pp_record(d, ev);
+	if (kevd_modify_upcall(d->evd, KEVD_UPCALL_DISABLE, NULL,
+			       KEVD_UPCALL_INVOC_ANY))
+		atomic_inc(&r->bad);
+	atomic_set(&r->disabled, 1);
+	complete(&r->wake);
+}
+
+/* seed: the consumer's thread drains and enables again, until @target. */
+static int pp_seed_collect(struct pp_dev *d, int target)
+{
+	unsigned long end = jiffies + PP_WAIT;
+	struct pp_rec *r = &d->rec;
+	struct kevd_event ev;
+	int rc;
+
+	while (atomic_read(&r->got) < target) {
+		if (time_after(jiffies, end))
+			return -ETIMEDOUT;
+		if (!wait_for_completion_timeout(&r->wake, HZ) ||
+		    !atomic_read(&r->disabled))
+			continue;
+		while (!kevd_dequeue(d->evd, &ev))
+			pp_record(d, &ev);
+		atomic_set(&r->disabled, 0);
+		rc = kevd_modify_upcall(d->evd, KEVD_UPCALL_SINGLE_INSTANCE,
+					NULL, KEVD_UPCALL_INVOC_ANY);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 /* Wait until the recorder has seen @target events, in the mode's way. */
 static int pp_collect(struct pp_dev *d, int m, int target)
 {
@@ -269,6 +323,8 @@ static int pp_collect(struct pp_dev *d, int m, int target)
 	u32 nmore;
 	int rc;
 
+	if (pp_modes[m].seed)
+		return pp_seed_collect(d, target);
 	if (pp_modes[m].policy != KEVD_UPCALL_DISABLE) {
 		if (atomic_read(&d->rec.got) >= target)
 			return 0;
@@ -443,7 +499,8 @@ static int pp_run_mode(struct pp_dev *d, int m)
 	static const enum pp_kind kinds[] = {
 		PP_SEND, PP_WRITE, PP_WRITE_IMM, PP_READ,
 	};
-	struct kevd_upcall up = { pp_upcall, d };
+	struct kevd_upcall up = { pp_modes[m].seed ? pp_seed_upcall : pp_upcall,
+				  d };
 	u32 batch = max(depth / 2, 1U), done = 0, nkinds = 0, b = 0;
 	struct kevd_param before, after;
 	enum pp_kind ks[4];
@@ -456,6 +513,7 @@ static int pp_run_mode(struct pp_dev *d, int m)
 
 	memset(&d->rec, 0, sizeof(d->rec));
 	init_completion(&d->rec.reached);
+	init_completion(&d->rec.wake);
 	d->rec.nbits = 2 * iterations + 2;
 	d->rec.seen = bitmap_zalloc(d->rec.nbits, GFP_KERNEL);
 	if (!d->rec.seen)
@@ -478,13 +536,14 @@ static int pp_run_mode(struct pp_dev *d, int m)
 
 	events = atomic_read(&d->rec.got);
 	lost = atomic_read(&d->rec.target) - atomic_read(&d->rec.got);
-	pr_info("kevd-e2e device=%s mode=%s ops=%u events=%llu lost=%d dup=%d bad=%d ev_per_s=%llu upcalls=%llu arms=%llu repolls=%llu rc=%d\n",
+	pr_info("kevd-e2e device=%s mode=%s ops=%u events=%llu lost=%d dup=%d bad=%d ev_per_s=%llu upcalls=%llu arms=%llu repolls=%llu disabled_upcalls=%d rc=%d\n",
 		dev_name(&d->dev->dev), pp_modes[m].name, done, events,
 		lost, atomic_read(&d->rec.dup), atomic_read(&d->rec.bad),
 		div64_u64(events * NSEC_PER_SEC, max_t(u64, ns, 1)),
 		after.stats.upcalls - before.stats.upcalls,
 		after.stats.arms - before.stats.arms,
-		after.stats.repolls - before.stats.repolls, rc);
+		after.stats.repolls - before.stats.repolls,
+		atomic_read(&d->rec.disabled_upcalls), rc);
 	if (rc || lost || atomic_read(&d->rec.dup) || atomic_read(&d->rec.bad))
 		d->failed = true;
 	bitmap_free(d->rec.seen);

@@ -231,12 +231,12 @@ e2e_suite() { # pingpong parameters...
 	fi
 	ndev=0
 	for dev in $e2e_devs; do ndev=$((ndev + 1)); done
-	nmode=5
+	nmode=6
 	ktap_begin kevd_e2e $((ndev * nmode + ndev + 1))
 	if [ $devs_ok = 1 ]; then ktap_result ok soft_rdma_devices
 	else ktap_result not-ok soft_rdma_devices "rdma link add failed"; fi
 	for dev in $e2e_devs; do
-		for mode in dequeue wait single notify many; do
+		for mode in dequeue wait single notify many seed; do
 			# every line counts (a load that ran twice prints two)
 			line=$(grep "kevd-e2e device=$dev mode=$mode " $e2e_log 2>/dev/null)
 			if [ -n "$line" ] &&
