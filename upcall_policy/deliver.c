@@ -105,7 +105,7 @@ static void kevd_deliver_end(struct kevd *evd, int policy)
 }
 
 /* Has the policy, object or flag changed since the batch began? */
-static bool kevd_batch_stale(struct kevd *evd, const struct kevd_batch *b)
+static bool kevd_batch_stale(const struct kevd *evd, const struct kevd_batch *b)
 {
 	return READ_ONCE(evd->upcall_gen) != b->gen;
 }
@@ -156,6 +156,48 @@ void kevd_batch_return(struct kevd_batch *b, u32 from)
 	kevd_wake_waiter(evd);
 }
 
+enum kevd_batch_kind { KEVD_BATCH_CLAIM, KEVD_BATCH_WCS, KEVD_BATCH_EVS };
+
+/*
+ * The invocations of a batch, specialised per kind (no branch per event):
+ * per event, one load of the generation, one store of the position (for
+ * an upcall that changes the policy), the upcall. @b->n is read again
+ * after each upcall: kevd_batch_revoke() lowers it from inside one.
+ */
+static __always_inline void kevd_batch_loop(struct kevd_batch *b,
+					    const struct kevd_upcall *upcall,
+					    const enum kevd_batch_kind kind)
+{
+	/* what no upcall changes, in registers across the calls */
+	struct kevd *evd = b->evd;
+	const u32 gen = b->gen;
+	const struct kevd_event *slots = kind == KEVD_BATCH_CLAIM ?
+		b->claim->slots : b->evs;
+	const u32 first = kind == KEVD_BATCH_CLAIM ? b->claim->first : 0;
+	const u32 mask = kind == KEVD_BATCH_CLAIM ? b->claim->mask : U32_MAX;
+	const struct ib_wc *wcs = b->wcs;
+	const struct kevd_event *ev;
+	struct kevd_event conv;
+	u32 i;
+
+	for (i = 0; i < b->n; i++) {
+		if (unlikely(READ_ONCE(evd->upcall_gen) != gen)) {
+			kevd_batch_return(b, i);
+			break;
+		}
+		b->pos = i;
+		if (kind == KEVD_BATCH_WCS) {
+			kevd_wc_to_event(&wcs[i], &conv);
+			conv.evd = evd;
+			ev = &conv;
+		} else {
+			ev = &slots[(first + i) & mask];
+		}
+		upcall->func(upcall->ctx, ev,
+			     i + 1 < b->n || kevd_ring_count(&evd->ring));
+	}
+}
+
 /*
  * Deliver the events of @b, one invocation each, until the batch is done
  * or the policy changed. Returns the number delivered.
@@ -163,30 +205,14 @@ void kevd_batch_return(struct kevd_batch *b, u32 from)
 static u32 kevd_batch_run(struct kevd_poller *p, struct kevd_batch *b,
 			  const struct kevd_upcall *upcall)
 {
-	struct kevd *evd = b->evd;
-	struct kevd_event conv;
-	const struct kevd_event *ev;
-
-	kevd_poller_upcall_begin(p, evd, b);
-	for (b->pos = 0; b->pos < b->n; b->pos++) {
-		if (kevd_batch_stale(evd, b)) {
-			kevd_batch_return(b, b->pos);
-			break;
-		}
-		if (b->claim) {
-			ev = &b->claim->slots[(b->claim->first + b->pos) &
-					      b->claim->mask];
-		} else if (b->wcs) {
-			kevd_wc_to_event(&b->wcs[b->pos], &conv);
-			conv.evd = evd;
-			ev = &conv;
-		} else {
-			ev = &b->evs[b->pos];
-		}
-		upcall->func(upcall->ctx, ev,
-			     b->pos + 1 < b->n || kevd_ring_count(&evd->ring));
-	}
-	kevd_poller_upcall_end(p, evd);
+	kevd_poller_upcall_begin(p, b->evd, b);
+	if (b->claim)
+		kevd_batch_loop(b, upcall, KEVD_BATCH_CLAIM);
+	else if (b->wcs)
+		kevd_batch_loop(b, upcall, KEVD_BATCH_WCS);
+	else
+		kevd_batch_loop(b, upcall, KEVD_BATCH_EVS);
+	kevd_poller_upcall_end(p, b->evd);
 	return b->n;
 }
 
