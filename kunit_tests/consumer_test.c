@@ -13,9 +13,13 @@
 #include <linux/completion.h>
 #include <linux/jiffies.h>
 #include <linux/kthread.h>
+#include <linux/moduleparam.h>
+#include <linux/mutex.h>
+#include <linux/prandom.h>
 #include <linux/sched.h>
 #include <kevd/kevd.h>
 #include "fake_hca.h"
+#include "kevd_test_export.h"
 
 #define CONS_WAIT	msecs_to_jiffies(60000)
 
@@ -768,6 +772,451 @@ static void kevd_consumer_counts_balance(struct kunit *test)
 			before->discarded);
 }
 
+/* --- a randomized, model-checked stress ---------------------------------- */
+
+static unsigned long consumer_seed;
+module_param(consumer_seed, ulong, 0444);
+MODULE_PARM_DESC(consumer_seed,
+		 "Seed of kevd_consumer_random (0: a random one; the test prints it)");
+static unsigned int consumer_ops = 1000000;
+module_param(consumer_ops, uint, 0444);
+MODULE_PARM_DESC(consumer_ops,
+		 "Operations per run of kevd_consumer_random (default 10^6)");
+
+#define RND_THREADS	3
+#define RND_SEQS	BIT(20)
+#define RND_CHANNELS	16	/* poller threads */
+#define RND_PROD_SHIFT	24
+
+enum rnd_kind {
+	RND_STRICT,	/* SINGLE/NOTIFY; DISABLE only from inside upcalls */
+	RND_MANY,	/* MANY too: no order check */
+	RND_ANY,	/* any change from any thread */
+};
+
+struct rnd;
+
+struct rnd_obj {		/* one upcall object per policy */
+	struct rnd *r;
+	int policy;
+};
+
+struct rnd {
+	enum rnd_kind kind;
+	struct kevd *evd;
+	u64 seed;
+	u32 ops_per_thread;
+	struct mutex model;	/* the policy as the model knows it */
+	int policy;
+	bool disabled_inside;	/* DISABLE came from inside an upcall */
+	u32 epoch;		/* DISABLEs so far */
+	u32 slips;		/* ANY: invocations allowed after DISABLE */
+	struct rnd_obj obj[3];	/* SINGLE, NOTIFY, MANY */
+	unsigned long *posted[RND_THREADS];
+	unsigned long *seen[RND_THREADS];
+	spinlock_t chan_lock;	/* channel bookkeeping */
+	struct task_struct *chan_task[RND_CHANNELS];
+	s64 last[RND_CHANNELS][RND_THREADS];
+	atomic_t inside;
+	atomic_t single_inside;
+	atomic_t dups, unexpected, order_errors, overlaps;
+	atomic_t disabled_invocations, calls_after_disable;
+	atomic_t api_errors;
+	atomic_t ops;
+	char why[4][96];	/* the first order errors, for the log */
+};
+
+static int rnd_obj_index(int policy)
+{
+	return policy == KEVD_UPCALL_SINGLE_INSTANCE ? 0 :
+	       policy == KEVD_UPCALL_NOTIFY ? 1 : 2;
+}
+
+/* The channel of the current task: each consumer thread, each poller. */
+static int rnd_channel(struct rnd *r)
+{
+	unsigned long flags;
+	int i;
+
+	spin_lock_irqsave(&r->chan_lock, flags);
+	for (i = 0; i < RND_CHANNELS; i++) {
+		if (!r->chan_task[i]) {
+			r->chan_task[i] = current;
+			memset(r->last[i], 0xff, sizeof(r->last[i]));
+		}
+		if (r->chan_task[i] == current)
+			break;
+	}
+	spin_unlock_irqrestore(&r->chan_lock, flags);
+	return i;
+}
+
+/*
+ * An event reached the consumer. @last: the channel's last sequence per
+ * producer, to check order on (one thread's), or NULL.
+ */
+static void rnd_seen(struct rnd *r, const struct kevd_event *ev, s64 *last)
+{
+	unsigned long v;
+	u32 prod, seq;
+
+	if (ev->event_number == KEVD_SOFTWARE_EVENT)
+		v = (unsigned long)ev->software.pointer;
+	else if (ev->event_number == KEVD_CONNECTION_EVENT_ESTABLISHED)
+		v = (unsigned long)ev->connection.ep;
+	else
+		v = ~0UL;
+	prod = v >> RND_PROD_SHIFT;
+	seq = v & (BIT(RND_PROD_SHIFT) - 1);
+	if (prod >= RND_THREADS || seq >= RND_SEQS ||
+	    !test_bit(seq, r->posted[prod])) {
+		atomic_inc(&r->unexpected);
+		return;
+	}
+	if (test_and_set_bit(seq, r->seen[prod]))
+		atomic_inc(&r->dups);
+	if (!last)
+		return;
+	if ((s64)seq <= last[prod]) {
+		int e = atomic_inc_return(&r->order_errors) - 1;
+
+		if (e < ARRAY_SIZE(r->why))
+			snprintf(r->why[e], sizeof(r->why[e]),
+				 "%s: producer %u seq %u after %lld (policy %d, epoch %u)",
+				 current->comm, prod, seq, last[prod],
+				 READ_ONCE(r->policy), READ_ONCE(r->epoch));
+	}
+	last[prod] = seq;
+}
+
+/* The upcall's channel: its poller's (NULL if not checked). */
+static s64 *rnd_upcall_channel(struct rnd *r)
+{
+	int ch;
+
+	if (r->kind != RND_STRICT)
+		return NULL;
+	ch = rnd_channel(r);
+	return ch < RND_CHANNELS ? r->last[ch] : NULL;
+}
+
+static const int rnd_enabled[] = {
+	KEVD_UPCALL_SINGLE_INSTANCE, KEVD_UPCALL_NOTIFY, KEVD_UPCALL_MANY,
+};
+
+static int rnd_pick_policy(struct rnd *r, struct rnd_state *st)
+{
+	u32 n = r->kind == RND_STRICT ? 2 : 3;
+
+	return rnd_enabled[prandom_u32_state(st) % n];
+}
+
+static void rnd_upcall_fn(void *ctx, const struct kevd_event *ev, bool more);
+
+/* Change the policy and tell the model; under r->model. */
+static void rnd_modify(struct rnd *r, int policy, int flag, bool inside)
+{
+	struct kevd_upcall up;
+	int ret;
+
+	lockdep_assert_held(&r->model);
+	if (policy == KEVD_UPCALL_DISABLE) {
+		ret = kevd_modify_upcall(r->evd, policy, NULL, flag);
+	} else {
+		up = (struct kevd_upcall){ rnd_upcall_fn,
+					   &r->obj[rnd_obj_index(policy)] };
+		ret = kevd_modify_upcall(r->evd, policy, &up, flag);
+	}
+	if (ret == -EBUSY && policy != KEVD_UPCALL_DISABLE)
+		return;		/* a thread waits: enabling is refused */
+	if (ret) {
+		atomic_inc(&r->api_errors);
+		return;
+	}
+	if (policy == KEVD_UPCALL_DISABLE) {
+		r->disabled_inside = inside;
+		r->epoch++;
+		/*
+		 * A batch of another poller may be past its check: one
+		 * invocation per poller may slip. Only STRICT's single
+		 * owner, disabling from its own upcall, allows none.
+		 */
+		r->slips = r->kind == RND_STRICT && inside ? 0 :
+			   kevd_nr_pollers();
+	}
+	r->policy = policy;
+}
+
+static bool rnd_upcalls_on(int policy)
+{
+	return policy != KEVD_UPCALL_DISABLE && policy != KEVD_UPCALL_TEARDOWN;
+}
+
+static void rnd_upcall_fn(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct rnd_obj *o = ctx;
+	struct rnd *r = o->r;
+	struct rnd_state st;
+	struct kevd_event e;
+	bool single = o->policy == KEVD_UPCALL_SINGLE_INSTANCE;
+	int n;
+
+	/* no SINGLE_INSTANCE invocation beside any other */
+	if (atomic_inc_return(&r->inside) > 1 && single)
+		atomic_inc(&r->overlaps);
+	if (atomic_read(&r->single_inside))
+		atomic_inc(&r->overlaps);
+	if (single)
+		atomic_inc(&r->single_inside);
+
+	mutex_lock(&r->model);
+	if (r->policy == KEVD_UPCALL_DISABLE) {
+		if (!r->slips)
+			atomic_inc(&r->disabled_invocations);
+		else
+			r->slips--;
+	}
+	mutex_unlock(&r->model);
+
+	prandom_seed_state(&st, r->seed ^ (u64)(uintptr_t)ev ^
+			   atomic_read(&r->ops));
+	if (ev) {
+		rnd_seen(r, ev, rnd_upcall_channel(r));
+	} else {
+		/* NOTIFY: the doorbell; dequeue some */
+		for (n = prandom_u32_state(&st) % 8; n >= 0; n--)
+			if (!kevd_dequeue(r->evd, &e))
+				rnd_seen(r, &e, rnd_upcall_channel(r));
+	}
+
+	/* sometimes change the policy from inside the upcall (not at the end) */
+	n = prandom_u32_state(&st) % 16;
+	mutex_lock(&r->model);
+	if (n < 2 && r->policy != KEVD_UPCALL_TEARDOWN)
+		rnd_modify(r, KEVD_UPCALL_DISABLE, KEVD_UPCALL_INVOC_ANY, true);
+	else if (n == 2 && rnd_upcalls_on(r->policy))
+		rnd_modify(r, rnd_pick_policy(r, &st),
+			   prandom_u32_state(&st) & 1, true);
+	mutex_unlock(&r->model);
+	if (single)
+		atomic_dec(&r->single_inside);
+	atomic_dec(&r->inside);
+}
+
+struct rnd_thread {
+	struct rnd *r;
+	u32 id;
+	u32 seq;
+	u32 epoch;		/* the DISABLE period of last[] */
+	s64 last[RND_THREADS];
+	struct completion done;
+};
+
+/*
+ * A thread's dequeue. STRICT checks order within a DISABLE period: every
+ * batch gave its rest back when the policy changed, so the ring holds
+ * every undelivered event, in order. While upcalls run, a batch may hold
+ * older events than the ring's head: no order to check then.
+ */
+static void rnd_dequeue(struct rnd_thread *t)
+{
+	struct rnd *r = t->r;
+	struct kevd_event ev;
+	s64 *last = NULL;
+
+	mutex_lock(&r->model);
+	if (r->kind == RND_STRICT && r->policy == KEVD_UPCALL_DISABLE) {
+		if (t->epoch != r->epoch) {
+			t->epoch = r->epoch;
+			memset(t->last, 0xff, sizeof(t->last));
+		}
+		last = t->last;
+	}
+	if (!kevd_dequeue(r->evd, &ev))
+		rnd_seen(r, &ev, last);
+	mutex_unlock(&r->model);
+}
+
+static void rnd_post(struct rnd_thread *t, bool se)
+{
+	struct rnd *r = t->r;
+	struct kevd_event ev = { .event_number =
+				 KEVD_CONNECTION_EVENT_ESTABLISHED };
+	void *v = (void *)(((unsigned long)t->id << RND_PROD_SHIFT) | t->seq);
+	int ret;
+
+	if (t->seq >= RND_SEQS)
+		return;
+	/* marked before the post: a consumer may see it at once */
+	set_bit(t->seq, r->posted[t->id]);
+	if (se) {
+		ret = kevd_post_se(r->evd, v);
+	} else {
+		ev.connection.ep = v;
+		ret = kevd_post_event(r->evd, &ev);
+	}
+	if (ret) {		/* full (-ENOSPC) or dropped (-EOVERFLOW) */
+		clear_bit(t->seq, r->posted[t->id]);
+		if (ret != -ENOSPC && ret != -EOVERFLOW)
+			atomic_inc(&r->api_errors);
+		return;
+	}
+	t->seq++;
+}
+
+static int rnd_thread_fn(void *data)
+{
+	struct rnd_thread *t = data;
+	struct rnd *r = t->r;
+	struct rnd_state st;
+	struct kevd_event ev;
+	u32 i, nmore, op;
+	int ret;
+
+	prandom_seed_state(&st, r->seed + t->id);
+	for (i = 0; i < r->ops_per_thread; i++) {
+		atomic_inc(&r->ops);
+		op = prandom_u32_state(&st) % 100;
+		if (op < 40) {
+			rnd_post(t, true);
+		} else if (op < 44) {
+			rnd_post(t, false);
+		} else if (op < 68) {
+			rnd_dequeue(t);
+		} else if (op < 72) {
+			ret = kevd_wait(r->evd, prandom_u32_state(&st) % 2000,
+					1 + prandom_u32_state(&st) % 8, &ev,
+					&nmore);
+			if (!ret)
+				rnd_seen(r, &ev, NULL);
+			else if (ret != -EINVAL && ret != -EBUSY &&
+				 ret != -ETIMEDOUT && ret != -ECANCELED)
+				atomic_inc(&r->api_errors);
+		} else if (op < 84) {
+			mutex_lock(&r->model);
+			if (r->kind == RND_ANY ||
+			    r->policy == KEVD_UPCALL_DISABLE)
+				rnd_modify(r, rnd_pick_policy(r, &st),
+					   prandom_u32_state(&st) & 1, false);
+			mutex_unlock(&r->model);
+		} else if (op < 88 && r->kind == RND_ANY) {
+			mutex_lock(&r->model);
+			rnd_modify(r, KEVD_UPCALL_DISABLE,
+				   KEVD_UPCALL_INVOC_ANY, false);
+			mutex_unlock(&r->model);
+		} else if (op < 94) {
+			ret = kevd_resize(r->evd, 8 + prandom_u32_state(&st) % 250);
+			if (ret && ret != -EBUSY)
+				atomic_inc(&r->api_errors);
+		} else if (op < 96) {
+			kevd_set_unwaitable(r->evd, prandom_u32_state(&st) & 1);
+		} else {
+			cond_resched();
+		}
+		if (!(i & 255))
+			cond_resched();
+	}
+	complete(&t->done);
+	return 0;
+}
+
+static const enum rnd_kind rnd_kinds[] = { RND_STRICT, RND_MANY, RND_ANY };
+
+static void rnd_desc(const enum rnd_kind *k, char *desc)
+{
+	static const char * const names[] = { "strict", "many", "any" };
+
+	strscpy(desc, names[*k], KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(rnd_kind, rnd_kinds, rnd_desc);
+
+/*
+ * Threads post (software and connection events), dequeue, wait with
+ * random thresholds and timeouts, change the upcall policy (also from
+ * inside upcalls), resize and toggle unwaitable, at random; a plain model
+ * checks every event exactly once, order per producer on each consumer
+ * (strict: not under MANY, and a dequeue only while upcalls are off), no
+ * invocation while disabled (a change from another thread lets at most
+ * one invocation per poller slip, the one past its check), no
+ * SINGLE_INSTANCE invocation beside another. consumer_seed replays a run.
+ */
+static void kevd_consumer_random(struct kunit *test)
+{
+	const enum rnd_kind kind = *(const enum rnd_kind *)test->param_value;
+	struct rnd *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct rnd_thread *t = kunit_kcalloc(test, RND_THREADS, sizeof(*t),
+					     GFP_KERNEL);
+	struct task_struct *task;
+	struct kevd_event ev;
+	u64 posted = 0, seen = 0;
+	unsigned int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	KUNIT_ASSERT_NOT_NULL(test, t);
+	r->kind = kind;
+	r->seed = consumer_seed ?: get_random_u64();
+	r->ops_per_thread = consumer_ops / RND_THREADS;
+	kunit_info(test, "seed %llu (replay: modprobe kevd_test consumer_seed=%llu), %u operations",
+		   r->seed, r->seed, r->ops_per_thread * RND_THREADS);
+	mutex_init(&r->model);
+	spin_lock_init(&r->chan_lock);
+	for (i = 0; i < ARRAY_SIZE(r->obj); i++)
+		r->obj[i] = (struct rnd_obj){ r, rnd_enabled[i] };
+	for (i = 0; i < RND_THREADS; i++) {
+		r->posted[i] = kunit_kcalloc(test, BITS_TO_LONGS(RND_SEQS),
+					     sizeof(long), GFP_KERNEL);
+		r->seen[i] = kunit_kcalloc(test, BITS_TO_LONGS(RND_SEQS),
+					   sizeof(long), GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, r->posted[i]);
+		KUNIT_ASSERT_NOT_NULL(test, r->seen[i]);
+	}
+	r->policy = KEVD_UPCALL_DISABLE;
+	r->disabled_inside = true;
+	r->evd = cons_create(test, 64, KEVD_SOFTWARE_FLAG | KEVD_CONNECTION_FLAG,
+			     KEVD_UPCALL_DISABLE, NULL, NULL);
+
+	for (i = 0; i < RND_THREADS; i++) {
+		t[i].r = r;
+		t[i].id = i;
+		t[i].epoch = U32_MAX;	/* no period yet: last[] set at first */
+		init_completion(&t[i].done);
+		task = kthread_run(rnd_thread_fn, &t[i], "kevd_rnd/%u", i);
+		KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	}
+	for (i = 0; i < RND_THREADS; i++)
+		wait_for_completion(&t[i].done);
+
+	/* quiesce (upcalls in progress take the model's lock), then drain */
+	mutex_lock(&r->model);
+	r->policy = KEVD_UPCALL_TEARDOWN;
+	mutex_unlock(&r->model);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(r->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	while (!kevd_dequeue(r->evd, &ev))
+		rnd_seen(r, &ev, NULL);
+	for (i = 0; i < RND_THREADS; i++) {
+		posted += bitmap_weight(r->posted[i], RND_SEQS);
+		seen += bitmap_weight(r->seen[i], RND_SEQS);
+		KUNIT_EXPECT_TRUE_MSG(test, bitmap_equal(r->posted[i],
+							 r->seen[i], RND_SEQS),
+				      "producer %u: an event lost", i);
+	}
+	kunit_info(test, "%llu events posted, %llu seen", posted, seen);
+	for (i = 0; i < ARRAY_SIZE(r->why) && r->why[i][0]; i++)
+		kunit_info(test, "order error: %s", r->why[i]);
+	KUNIT_EXPECT_GT(test, posted, 0ULL);
+	KUNIT_EXPECT_EQ(test, posted, seen);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->dups), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->unexpected), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->order_errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->overlaps), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->disabled_invocations), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->api_errors), 0);
+	kevd_set_unwaitable(r->evd, false);
+	KUNIT_EXPECT_EQ(test, kevd_free(r->evd), 0);
+}
+
 static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_seed_pattern,
 			      seed_stream_gen_params, { .speed = KUNIT_SPEED_SLOW }),
@@ -779,6 +1228,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_resize_grows_cq),
 	KUNIT_CASE(kevd_consumer_counts_balance),
+	KUNIT_CASE_PARAM_ATTR(kevd_consumer_random, rnd_kind_gen_params,
+			      { .speed = KUNIT_SPEED_SLOW }),
 	{}
 };
 
