@@ -8,9 +8,9 @@
  * evd->upcalls_running; it takes up to KEVD_BATCH events (one lock
  * round-trip, and one more to give in-place slots back), calls the upcall
  * for each, then uncounts the batch with an atomic (no lock) and wakes
- * TEARDOWN/free if one sleeps. Events taken
- * are delivered even if the policy changes meanwhile: exactly once, never
- * back to the ring.
+ * TEARDOWN/free if one sleeps. Events taken are delivered exactly once:
+ * by this batch, or, after a policy change, by whoever takes them from
+ * the head of the EVD where the batch gave them back (below).
  *
  *   SINGLE_INSTANCE: the owner delivers; ownership is exclusive, so two
  *	upcalls of one EVD never overlap. The batch is claimed in the ring
