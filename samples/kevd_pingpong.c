@@ -106,6 +106,7 @@ struct pp_side {
 
 struct pp_rec {
 	unsigned long *seen;
+	unsigned long *expected;	/* cookies posted in this mode */
 	u32 nbits;
 	atomic_t got;
 	atomic_t dup;
@@ -422,6 +423,13 @@ static int pp_fence(struct pp_dev *d, int m)
 	return pp_collect(d, m, atomic_read(&d->rec.target));
 }
 
+/* A work request with this cookie index is posted: it must complete. */
+static void pp_want(struct pp_dev *d, u32 idx)
+{
+	if (d->rec.expected && idx < d->rec.nbits)
+		set_bit(idx, d->rec.expected);
+}
+
 /* One batch of @n operations of one kind, A to B; returns 0 or -errno. */
 static int pp_batch(struct pp_dev *d, int m, enum pp_kind kind, u32 base,
 		    u32 n)
@@ -433,6 +441,9 @@ static int pp_batch(struct pp_dev *d, int m, enum pp_kind kind, u32 base,
 	for (k = 0; k < n; k++) {
 		u32 idx = base + k;
 
+		pp_want(d, 2 * idx);
+		if (kind == PP_SEND || kind == PP_WRITE_IMM)
+			pp_want(d, 2 * idx + 1);
 		switch (kind) {
 		case PP_SEND:
 			pp_fill(pp_slot(a, k), idx);
@@ -516,8 +527,14 @@ static int pp_run_mode(struct pp_dev *d, int m)
 	init_completion(&d->rec.wake);
 	d->rec.nbits = 2 * iterations + 2;
 	d->rec.seen = bitmap_zalloc(d->rec.nbits, GFP_KERNEL);
-	if (!d->rec.seen)
+	d->rec.expected = bitmap_zalloc(d->rec.nbits, GFP_KERNEL);
+	if (!d->rec.seen || !d->rec.expected) {
+		bitmap_free(d->rec.seen);
+		bitmap_free(d->rec.expected);
+		d->rec.seen = NULL;
+		d->rec.expected = NULL;
 		return -ENOMEM;
+	}
 	kevd_query(d->evd, &before);
 	rc = kevd_modify_upcall(d->evd, pp_modes[m].policy,
 				pp_modes[m].policy ? &up : NULL,
@@ -535,7 +552,16 @@ static int pp_run_mode(struct pp_dev *d, int m)
 	kevd_query(d->evd, &after);
 
 	events = atomic_read(&d->rec.got);
-	lost = atomic_read(&d->rec.target) - atomic_read(&d->rec.got);
+	/* identity, not a count: every posted cookie seen, nothing else */
+	lost = 0;
+	for_each_set_bit(i, d->rec.expected, d->rec.nbits)
+		if (!test_bit(i, d->rec.seen))
+			lost++;
+	for_each_set_bit(i, d->rec.seen, d->rec.nbits)
+		if (!test_bit(i, d->rec.expected))
+			atomic_inc(&d->rec.bad);
+	if (atomic_read(&d->rec.target) != atomic_read(&d->rec.got))
+		atomic_inc(&d->rec.bad);
 	pr_info("kevd-e2e device=%s mode=%s ops=%u events=%llu lost=%d dup=%d bad=%d ev_per_s=%llu upcalls=%llu arms=%llu repolls=%llu disabled_upcalls=%d rc=%d\n",
 		dev_name(&d->dev->dev), pp_modes[m].name, done, events,
 		lost, atomic_read(&d->rec.dup), atomic_read(&d->rec.bad),
@@ -547,7 +573,9 @@ static int pp_run_mode(struct pp_dev *d, int m)
 	if (rc || lost || atomic_read(&d->rec.dup) || atomic_read(&d->rec.bad))
 		d->failed = true;
 	bitmap_free(d->rec.seen);
+	bitmap_free(d->rec.expected);
 	d->rec.seen = NULL;
+	d->rec.expected = NULL;
 	return rc;
 }
 
