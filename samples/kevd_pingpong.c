@@ -28,7 +28,7 @@
  * One line per device and mode, machine-readable:
  *   kevd-e2e device=rxe0 mode=single ops=... events=... lost=0 dup=0 bad=0
  *            ev_per_s=... upcalls=... arms=... repolls=...
- * and per device: kevd-e2e-teardown device=... rounds=... flushed=... ok
+ * and per device: kevd-e2e-teardown device=... rounds=... flushed=N of=N ok
  * The load fails (-EIO) if anything was lost, duplicated or corrupted.
  *
  * Locking: the recorder's counters are atomics; the bitmap uses atomic
@@ -684,6 +684,7 @@ static int pp_teardown(struct pp_dev *d, bool check, int *flushed)
 	struct kevd_event ev;
 	int i, rc = 0, posted = 0;
 
+	*flushed = 0;
 	if (check && d->side[1].qp) {
 		memset(&d->rec, 0, sizeof(d->rec));
 		init_completion(&d->rec.reached);
@@ -701,7 +702,9 @@ static int pp_teardown(struct pp_dev *d, bool check, int *flushed)
 	if (check && d->side[1].qp) {
 		rc = pp_collect(d, 0, posted);
 		*flushed = atomic_read(&d->rec.flushed);
-		if (!rc && (*flushed != posted || atomic_read(&d->rec.dup) ||
+		/* all depth receives in flight, every one back flushed */
+		if (!rc && (posted != depth || *flushed != depth ||
+			    atomic_read(&d->rec.dup) ||
 			    atomic_read(&d->rec.bad)))
 			rc = -EIO;
 		bitmap_free(d->rec.seen);
@@ -772,13 +775,16 @@ static int pp_run_device(struct ib_device *dev)
 		rc = pp_teardown(d, !rc, &flushed) ?: rc;
 		total_flushed += flushed;
 	}
+	/* every round had depth receives in flight, all flushed */
+	if (!rc && total_flushed != r * (int)depth)
+		rc = -EIO;
 	if (rc || d->failed) {
-		pr_info("kevd-e2e-teardown device=%s rounds=%d flushed=%d failed rc=%d\n",
-			dev_name(&dev->dev), r, total_flushed, rc);
+		pr_info("kevd-e2e-teardown device=%s rounds=%d flushed=%d of=%d failed rc=%d\n",
+			dev_name(&dev->dev), r, total_flushed, r * (int)depth, rc);
 		rc = rc ?: -EIO;
 	} else {
-		pr_info("kevd-e2e-teardown device=%s rounds=%d flushed=%d ok\n",
-			dev_name(&dev->dev), r, total_flushed);
+		pr_info("kevd-e2e-teardown device=%s rounds=%d flushed=%d of=%d ok\n",
+			dev_name(&dev->dev), r, total_flushed, r * (int)depth);
 	}
 	kfree(d);
 	return rc;
