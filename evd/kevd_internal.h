@@ -331,6 +331,15 @@ static inline void kevd_upcall_changed(struct kevd *evd)
 	WRITE_ONCE(evd->upcall_gen, evd->upcall_gen + 1);
 }
 
+/*
+ * No lock: has the policy, object or flag changed since a batch or direct
+ * session took @gen? The one load between two invocations.
+ */
+static inline bool kevd_upcall_gen_changed(const struct kevd *evd, u32 gen)
+{
+	return READ_ONCE(evd->upcall_gen) != gen;
+}
+
 /* evd/poller.c */
 int kevd_pollers_start(void);
 void kevd_pollers_stop(void);

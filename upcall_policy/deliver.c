@@ -104,12 +104,6 @@ static void kevd_deliver_end(struct kevd *evd, int policy)
 		kevd_schedule(evd);
 }
 
-/* Has the policy, object or flag changed since the batch began? */
-static bool kevd_batch_stale(const struct kevd *evd, const struct kevd_batch *b)
-{
-	return READ_ONCE(evd->upcall_gen) != b->gen;
-}
-
 /* Push events back to the head of @evd, making room if it has none. */
 static void kevd_push_front(struct kevd *evd, const struct kevd_event *evs,
 			    const struct ib_wc *wcs, u32 k)
@@ -181,7 +175,7 @@ static __always_inline void kevd_batch_loop(struct kevd_batch *b,
 	u32 i;
 
 	for (i = 0; i < b->n; i++) {
-		if (unlikely(READ_ONCE(evd->upcall_gen) != gen)) {
+		if (unlikely(kevd_upcall_gen_changed(evd, gen))) {
 			kevd_batch_return(b, i);
 			break;
 		}
@@ -262,7 +256,7 @@ static bool kevd_direct_begin(struct kevd *evd, struct kevd_direct *d)
  */
 static bool kevd_direct_continue(struct kevd *evd, struct kevd_direct *d)
 {
-	return READ_ONCE(evd->upcall_gen) == d->gen &&
+	return !kevd_upcall_gen_changed(evd, d->gen) &&
 	       !kevd_ring_count(&evd->ring);
 }
 
@@ -380,7 +374,7 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 	if (policy == KEVD_UPCALL_NOTIFY) {
 		n = 0;
 		kevd_poller_upcall_begin(p, evd, NULL);
-		if (!kevd_batch_stale(evd, &b)) {
+		if (!kevd_upcall_gen_changed(evd, b.gen)) {
 			evd->postats.upcalls++;
 			upcall.func(upcall.ctx, NULL, true);
 			n = 1;
