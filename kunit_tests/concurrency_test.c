@@ -551,119 +551,6 @@ static void kevd_conc_slow_upcall_sheds(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, atomic_read(&s->a_calls), 2);
 }
 
-/* --- free from another EVD's upcall --------------------------------------- */
-
-struct free_other {
-	struct kevd *b;
-	struct completion a_entered;
-	struct completion b_posted;
-	struct completion a_done;
-	struct completion release;	/* the blockers' */
-	atomic_t blocked;
-	atomic_t b_calls;
-	int rc_teardown;
-	int rc_free;
-};
-
-static void free_other_a_upcall(void *ctx, const struct kevd_event *ev,
-				bool more)
-{
-	struct free_other *f = ctx;
-
-	complete(&f->a_entered);
-	wait_for_completion(&f->b_posted);
-	f->rc_teardown = kevd_modify_upcall(f->b, KEVD_UPCALL_TEARDOWN, NULL,
-					    KEVD_UPCALL_INVOC_NEW);
-	f->rc_free = kevd_free(f->b);
-	complete(&f->a_done);
-}
-
-static void free_other_b_upcall(void *ctx, const struct kevd_event *ev,
-				bool more)
-{
-	struct free_other *f = ctx;
-
-	atomic_inc(&f->b_calls);
-}
-
-static void free_other_blocker(void *ctx, const struct kevd_event *ev,
-			       bool more)
-{
-	struct free_other *f = ctx;
-
-	atomic_inc(&f->blocked);
-	wait_for_completion(&f->release);
-}
-
-/*
- * A connection EVD's upcall tears down and frees a DTO EVD (B) that is
- * queued on the very poller running the upcall: every other poller is
- * inside an upcall of its own, so B has nowhere else to go. kevd_free()
- * must return: no poller waits for itself. B's queued event is discarded,
- * never delivered.
- */
-static void kevd_conc_free_other_from_upcall(struct kunit *test)
-{
-	struct kevd_upcall ua = { free_other_a_upcall, NULL };
-	struct kevd_upcall ub = { free_other_b_upcall, NULL };
-	struct kevd_upcall ublk = { free_other_blocker, NULL };
-	unsigned int n = kevd_nr_pollers(), i;
-	struct kevd **blockers;
-	struct kevd_attr attr;
-	struct free_other *f;
-	struct kevd *a;
-	long left;
-
-	if (n > nr_cpu_ids)
-		kunit_skip(test, "more pollers than CPU hints");
-	f = kunit_kzalloc(test, sizeof(*f), GFP_KERNEL);
-	blockers = kunit_kcalloc(test, n, sizeof(*blockers), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, f);
-	KUNIT_ASSERT_NOT_NULL(test, blockers);
-	init_completion(&f->a_entered);
-	init_completion(&f->b_posted);
-	init_completion(&f->a_done);
-	init_completion(&f->release);
-	ua.ctx = f;
-	ub.ctx = f;
-	ublk.ctx = f;
-
-	/* Pollers 1 .. n-1 each block in an upcall. */
-	kevd_attr_init(&attr);
-	attr.qlen = 4;
-	attr.flags = KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = ublk;
-	for (i = 1; i < n; i++) {
-		attr.cpu = i;
-		blockers[i] = kevd_create(NULL, &attr);
-		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, blockers[i]);
-		KUNIT_ASSERT_EQ(test, kevd_post_se(blockers[i], NULL), 0);
-	}
-	KUNIT_ASSERT_TRUE(test, kevd_test_wait_count(&f->blocked, n - 1));
-
-	a = kevd_test_create(test, 4, KEVD_SOFTWARE_FLAG,
-			     KEVD_UPCALL_SINGLE_INSTANCE, &ua, 0);
-	f->b = kevd_test_create(test, 4, KEVD_SOFTWARE_FLAG,
-				KEVD_UPCALL_SINGLE_INSTANCE, &ub, 0);
-	KUNIT_ASSERT_EQ(test, kevd_post_se(a, NULL), 0);
-	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&f->a_entered,
-							  KEVD_TEST_WAIT), 0);
-	/* Every poller is in an upcall: B queues on its home, poller 0. */
-	KUNIT_ASSERT_EQ(test, kevd_post_se(f->b, NULL), 0);
-	complete(&f->b_posted);
-	left = wait_for_completion_timeout(&f->a_done, KEVD_TEST_WAIT);
-	complete_all(&f->release);
-	KUNIT_ASSERT_GT_MSG(test, left, 0,
-			    "kevd_free() from the upcall did not return");
-	KUNIT_EXPECT_EQ(test, f->rc_teardown, 0);
-	KUNIT_EXPECT_EQ(test, f->rc_free, 0);
-	KUNIT_EXPECT_EQ(test, atomic_read(&f->b_calls), 0);
-	KUNIT_EXPECT_EQ(test, kevd_free(a), 0);
-	for (i = 1; i < n; i++)
-		KUNIT_EXPECT_EQ(test, kevd_free(blockers[i]), 0);
-}
-
 static int resizer_sizes[] = { 4, 64, 16, 1024, 8, 200, 2 };
 
 /*
@@ -729,7 +616,6 @@ static struct kunit_case kevd_conc_cases[] = {
 	KUNIT_CASE(kevd_conc_teardown_under_load),
 	KUNIT_CASE(kevd_conc_free_waits_for_upcall),
 	KUNIT_CASE(kevd_conc_slow_upcall_sheds),
-	KUNIT_CASE(kevd_conc_free_other_from_upcall),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_load),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_upcalls),
 	{}

@@ -11,6 +11,7 @@
 #include <linux/completion.h>
 #include <kevd/kevd.h>
 #include "kevd_internal.h"
+#include "kevd_test_export.h"
 
 /* Wait bounds: a wait that runs out is a failure, never a result. */
 #define KEVD_TEST_WAIT	msecs_to_jiffies(60000)
@@ -20,8 +21,6 @@ struct kevd *kevd_test_create(struct kunit *test, u32 qlen, u32 flags,
 			      int policy, const struct kevd_upcall *upcall,
 			      int flag);
 void kevd_test_flush_pollers(struct kunit *test);
-bool kevd_test_wait_count(atomic_t *v, int target);
-bool kevd_test_wait_count_for(atomic_t *v, int target, unsigned long bound);
 
 /* An upcall that records what it saw. */
 struct kevd_rec {

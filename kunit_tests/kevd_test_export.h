@@ -1,12 +1,19 @@
 /* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
 /*
- * What kevd.ko exports for its own tests beyond include/kevd/kevd.h. The
- * consumer suite uses the public header, the fake HCA and this only.
+ * What the consumer suite uses beyond include/kevd/kevd.h and the fake
+ * HCA: kevd.ko's export for its own tests, and the helpers of kevd_test.ko
+ * that need no internal header (kunit_tests/kevd_test_main.c).
  */
 #ifndef _KEVD_TEST_EXPORT_H
 #define _KEVD_TEST_EXPORT_H
 
+#include <linux/atomic.h>
+
 /* The number of poller threads (evd/poller.c). */
 unsigned int kevd_nr_pollers(void);
+
+/* Wait until *@v >= @target (60 s bound); false if the bound ran out. */
+bool kevd_test_wait_count(atomic_t *v, int target);
+bool kevd_test_wait_count_for(atomic_t *v, int target, unsigned long bound);
 
 #endif /* _KEVD_TEST_EXPORT_H */
