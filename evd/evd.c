@@ -368,6 +368,10 @@ EXPORT_SYMBOL_GPL(kevd_free);
  * @evd: the EVD.
  * @ev: where to put it.
  *
+ * Events that an upcall batch took and gives back after a policy change
+ * are older than any in the ring: until the batches that may hold them
+ * have ended, a dequeue outside their upcalls finds the EVD empty.
+ *
  * Context: any.
  * Return: 0, -EAGAIN when the EVD is empty, -EINVAL for NULL arguments.
  */
@@ -375,7 +379,7 @@ int kevd_dequeue(struct kevd *evd, struct kevd_event *ev)
 {
 	if (!evd || !ev)
 		return -EINVAL;
-	if (!kevd_ring_pop(evd, ev, 1))
+	if (!kevd_ring_pop(evd, ev, 1, true))
 		return -EAGAIN;
 	kevd_consumer_done(evd);
 	return 0;
@@ -555,9 +559,11 @@ int kevd_set_unwaitable(struct kevd *evd, bool unwaitable)
 }
 EXPORT_SYMBOL_GPL(kevd_set_unwaitable);
 
+/* The last batch to end wakes evd->wq (kevd_deliver_end()). */
 static bool kevd_wait_ready(struct kevd *evd, u32 threshold)
 {
-	return kevd_ring_count(&evd->ring) >= threshold ||
+	return (kevd_ring_count(&evd->ring) >= threshold &&
+		!kevd_batches_held(evd)) ||
 	       (READ_ONCE(evd->state) & KEVD_STATE_UNWAITABLE);
 }
 

@@ -192,6 +192,10 @@ struct kevd_direct {
  *	while it is unchanged.
  * @upcalls_running: upcall batches being delivered now; raised under
  *	@lock (so TEARDOWN sees every batch that began), dropped without it.
+ * @held: a policy change found batches running (not the caller's own):
+ *	until none runs, they may hold events older than the ring's head,
+ *	so no batch begins and a consumer's dequeue takes nothing
+ *	(kevd_batches_held()). Written under @lock.
  * @gate_new: INVOC_NEW is waiting for the first new arrival...
  * @gate_prod: ...that is, for ring.prod to move past this.
  * @notify_prod: ring.prod at the last NOTIFY doorbell.
@@ -236,6 +240,7 @@ struct kevd {
 	u32 state;
 	u32 upcall_gen;
 	atomic_t upcalls_running;
+	bool held;
 	bool gate_new;
 	u32 gate_prod;
 	u32 notify_prod;
@@ -281,7 +286,8 @@ void kevd_ring_commit_wcs(struct kevd *evd, const struct ib_wc *wcs,
 			  u32 n, u32 reserved);
 int kevd_ring_post(struct kevd *evd, const struct kevd_event *ev,
 		   enum kevd_stream stream, bool headroom);
-u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max);
+u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max,
+		  bool consumer);
 u32 kevd_ring_claim(struct kevd *evd, u32 max, struct kevd_claim *c);
 void kevd_ring_release(struct kevd *evd);
 void kevd_ring_unclaim(struct kevd *evd, struct kevd_claim *c, u32 from);
@@ -353,6 +359,25 @@ void kevd_poller_upcall_begin(struct kevd_poller *p, struct kevd *evd,
 void kevd_poller_upcall_end(struct kevd_poller *p, struct kevd *evd);
 bool kevd_poller_handoff(struct kevd_poller *p, struct kevd *evd);
 unsigned int kevd_nr_pollers(void);
+
+/**
+ * kevd_batches_held() - may running batches hold older events than the ring?
+ * @evd: the EVD.
+ *
+ * True after a policy change found upcall batches running, until the last
+ * of them ended: they give back what they did not deliver, ahead of the
+ * ring's head, so a consumer's dequeue or wait takes nothing meanwhile.
+ * An upcall of @evd itself is not held (it may be such a batch).
+ *
+ * Context: any; under ring.cons_lock for a dequeue (the give-back takes it).
+ * Return: true when a consumer must not take events now.
+ */
+static inline bool kevd_batches_held(struct kevd *evd)
+{
+	return unlikely(READ_ONCE(evd->held)) &&
+	       atomic_read(&evd->upcalls_running) &&
+	       !kevd_current_in_upcall(evd);
+}
 
 /* evd/params.c */
 extern unsigned int kevd_param_budget;

@@ -304,11 +304,15 @@ static void __kevd_ring_account(struct kevd *evd, u32 head, u32 n)
  * @evd: the EVD.
  * @evs: where to copy them.
  * @max: at most this many.
+ * @consumer: a consumer's dequeue, not a batch: it takes nothing while
+ *	batches stopped by a policy change may still give events back
+ *	(kevd_batches_held()).
  *
  * Context: any; takes ring->cons_lock.
  * Return: the number of events taken.
  */
-u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max)
+u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max,
+		  bool consumer)
 {
 	struct kevd_ring *ring = &evd->ring;
 	const struct kevd_event *slots;
@@ -321,6 +325,8 @@ u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max)
 	mask = ring->mask;
 	/* acquire: pairs with the producer's release of prod */
 	n = min(max, smp_load_acquire(&ring->prod) - head);
+	if (consumer && n && kevd_batches_held(evd))
+		n = 0;
 	for (i = 0; i < n; i++)
 		evs[i] = slots[(head + i) & mask];
 	__kevd_ring_account(evd, head, n);

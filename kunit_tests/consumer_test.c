@@ -642,6 +642,94 @@ static void seed_desc(const bool *dto, char *desc)
 
 KUNIT_ARRAY_PARAM(seed_stream, seed_streams, seed_desc);
 
+/* --- DISABLE from another thread while an upcall runs --------------------- */
+
+#define EXT_FIRST	8	/* queued before the upcall blocks */
+#define EXT_TOTAL	16
+
+static const int ext_policies[] = {
+	KEVD_UPCALL_SINGLE_INSTANCE, KEVD_UPCALL_MANY,
+};
+
+KUNIT_ARRAY_PARAM(ext_policy, ext_policies, stall_desc);
+
+struct ext_disable {
+	struct completion entered;
+	struct completion release;
+	atomic_t calls;
+};
+
+static void ext_disable_upcall(void *ctx, const struct kevd_event *ev,
+			       bool more)
+{
+	struct ext_disable *x = ctx;
+
+	if (atomic_inc_return(&x->calls) > 1)
+		return;
+	complete(&x->entered);
+	wait_for_completion(&x->release);
+}
+
+/*
+ * A thread disables upcalls while the first upcall of a batch runs (it
+ * blocks), after newer events arrived behind the batch. The batch's other
+ * events stay ahead of the newer ones: whatever the consumer dequeues,
+ * while the upcall still runs and after it returned, comes in posting
+ * order, each event once, and no second upcall starts.
+ */
+static void kevd_consumer_external_disable(struct kunit *test)
+{
+	const int policy = *(const int *)test->param_value;
+	struct ext_disable *x = kunit_kzalloc(test, sizeof(*x), GFP_KERNEL);
+	struct kevd_upcall up = { ext_disable_upcall, x };
+	u32 got[EXT_TOTAL], n = 0, nmore, i;
+	struct kevd_event ev;
+	struct kevd *evd;
+	int ret;
+
+	KUNIT_ASSERT_NOT_NULL(test, x);
+	init_completion(&x->entered);
+	init_completion(&x->release);
+	evd = cons_create(test, 64, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			  &up, NULL);
+	for (i = 0; i < EXT_FIRST; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)(uintptr_t)i), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, policy, NULL,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+	if (!wait_for_completion_timeout(&x->entered, CONS_WAIT)) {
+		complete(&x->release);
+		KUNIT_FAIL(test, "no upcall");
+		goto out;
+	}
+	for (; i < EXT_TOTAL; i++)
+		KUNIT_EXPECT_EQ(test, kevd_post_se(evd, (void *)(uintptr_t)i), 0);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_DISABLE, NULL,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+	/* the upcall still runs: anything dequeued now must be event 1 on */
+	while (n < EXT_TOTAL && !kevd_dequeue(evd, &ev))
+		got[n++] = (uintptr_t)ev.software.pointer;
+	complete(&x->release);
+	while (n < EXT_TOTAL - 1) {
+		ret = kevd_wait(evd, 60 * USEC_PER_SEC, 1, &ev, &nmore);
+		if (ret) {
+			KUNIT_FAIL(test, "kevd_wait: %d after %u events", ret, n);
+			break;
+		}
+		got[n++] = (uintptr_t)ev.software.pointer;
+	}
+	KUNIT_EXPECT_EQ(test, n, EXT_TOTAL - 1);
+	for (i = 0; i < n && got[i] == i + 1; i++)
+		;
+	KUNIT_EXPECT_EQ_MSG(test, i, n, "dequeue %u returned event %u", i,
+			    i < n ? got[i] : 0);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, atomic_read(&x->calls), 1);
+out:
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
 /* --- a CQ sized by the queue length follows it ---------------------------- */
 
 static struct kevd *cq_evd(struct kunit *test, struct fake_hca *hca, u32 qlen,
@@ -777,9 +865,9 @@ MODULE_PARM_DESC(consumer_ops,
 #define RND_PROD_SHIFT	24
 
 enum rnd_kind {
-	RND_STRICT,	/* SINGLE/NOTIFY; DISABLE only from inside upcalls */
+	RND_STRICT,	/* SINGLE/NOTIFY: order checked */
 	RND_MANY,	/* MANY too: no order check */
-	RND_ANY,	/* any change from any thread */
+	RND_ANY,	/* MANY too, from any thread */
 };
 
 struct rnd;
@@ -1001,10 +1089,12 @@ struct rnd_thread {
 };
 
 /*
- * A thread's dequeue. STRICT checks order within a DISABLE period: every
- * batch gave its rest back when the policy changed, so the ring holds
- * every undelivered event, in order. While upcalls run, a batch may hold
- * older events than the ring's head: no order to check then.
+ * A thread's dequeue. STRICT checks order within a DISABLE period: a
+ * batch stopped by the change gives its rest back ahead of the ring, and
+ * until it has, a dequeue takes nothing, so events come in order even
+ * while the stopped batch's last invocation runs. While upcalls are
+ * enabled, a batch may hold older events than the ring's head: no order
+ * to check then.
  */
 static void rnd_dequeue(struct rnd_thread *t)
 {
@@ -1082,12 +1172,12 @@ static int rnd_thread_fn(void *data)
 				atomic_inc(&r->api_errors);
 		} else if (op < 84) {
 			mutex_lock(&r->model);
-			if (r->kind == RND_ANY ||
+			if (r->kind != RND_MANY ||
 			    r->policy == KEVD_UPCALL_DISABLE)
 				rnd_modify(r, rnd_pick_policy(r, &st),
 					   prandom_u32_state(&st) & 1, false);
 			mutex_unlock(&r->model);
-		} else if (op < 88 && r->kind == RND_ANY) {
+		} else if (op < 88 && r->kind != RND_MANY) {
 			mutex_lock(&r->model);
 			rnd_modify(r, KEVD_UPCALL_DISABLE,
 				   KEVD_UPCALL_INVOC_ANY, false);
@@ -1124,8 +1214,8 @@ KUNIT_ARRAY_PARAM(rnd_kind, rnd_kinds, rnd_desc);
  * random thresholds and timeouts, change the upcall policy (also from
  * inside upcalls), resize and toggle unwaitable, at random; a plain model
  * checks every event exactly once, order per producer on each consumer
- * (strict: not under MANY, and a dequeue only while upcalls are off), no
- * invocation while disabled (a change from another thread lets at most
+ * (strict: never MANY, and a thread's dequeue only while upcalls are off),
+ * no invocation while disabled (a change from another thread lets at most
  * one invocation per poller slip, the one past its check), no
  * SINGLE_INSTANCE invocation beside another. consumer_seed replays a run.
  */
@@ -1332,6 +1422,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_resize_keeps_threshold),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
+	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
+			 ext_policy_gen_params),
 	KUNIT_CASE(kevd_consumer_resize_grows_cq),
 	KUNIT_CASE(kevd_consumer_counts_balance),
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_random, rnd_kind_gen_params,

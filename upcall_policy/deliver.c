@@ -52,6 +52,12 @@ static bool kevd_deliver_begin(struct kevd *evd, int *policy,
 	*policy = evd->policy;
 	if (!kevd_upcalls_enabled(*policy))
 		goto out;
+	/* nothing begins beside batches a policy change stopped */
+	if (evd->held) {
+		if (atomic_read(&evd->upcalls_running))
+			goto out;
+		WRITE_ONCE(evd->held, false);
+	}
 	/* no SINGLE_INSTANCE upcall beside an older MANY batch */
 	if (*policy == KEVD_UPCALL_SINGLE_INSTANCE &&
 	    atomic_read(&evd->upcalls_running))
@@ -89,9 +95,9 @@ out:
 }
 
 /*
- * No lock: TEARDOWN only needs to see the count reach zero. The last MANY
- * batch to end schedules the EVD if events wait: a SINGLE_INSTANCE batch
- * may have held back for it.
+ * No lock: TEARDOWN, a held dequeue's waiter and free only need to see the
+ * count reach zero. The last MANY or held batch to end schedules the EVD
+ * if events wait: a batch may have held back for it.
  */
 static void kevd_deliver_end(struct kevd *evd, int policy)
 {
@@ -99,7 +105,8 @@ static void kevd_deliver_end(struct kevd *evd, int policy)
 		return;
 	if (waitqueue_active(&evd->wq)) /* ordered by atomic_dec_return() */
 		wake_up(&evd->wq);
-	if (policy == KEVD_UPCALL_MANY && kevd_ring_count(&evd->ring) &&
+	if ((policy == KEVD_UPCALL_MANY || READ_ONCE(evd->held)) &&
+	    kevd_ring_count(&evd->ring) &&
 	    kevd_upcalls_enabled(READ_ONCE(evd->policy)))
 		kevd_schedule(evd);
 }
@@ -243,6 +250,7 @@ static bool kevd_direct_begin(struct kevd *evd, struct kevd_direct *d)
 	if (d->open) {
 		d->upcall = evd->upcall;
 		d->gen = evd->upcall_gen;
+		WRITE_ONCE(evd->held, false);	/* nothing runs */
 		atomic_inc(&evd->upcalls_running);
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
@@ -390,7 +398,8 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 		return n;
 	}
 
-	n = kevd_ring_pop(evd, evs, min_t(u32, budget, KEVD_MANY_BATCH));
+	n = kevd_ring_pop(evd, evs, min_t(u32, budget, KEVD_MANY_BATCH),
+			  false);
 	if (!n) {
 		kevd_deliver_end(evd, policy);
 		return 0;

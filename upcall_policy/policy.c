@@ -20,6 +20,17 @@
  */
 #include "kevd_internal.h"
 
+/*
+ * Under evd->lock: @others batches run besides the caller's own; until
+ * they end, nothing begins and consumers' dequeues wait for what they
+ * give back (kevd_batches_held()).
+ */
+static void kevd_hold_batches(struct kevd *evd, int others)
+{
+	lockdep_assert_held(&evd->lock);
+	WRITE_ONCE(evd->held, others > 0);
+}
+
 static bool kevd_policy_valid(int policy)
 {
 	return policy == KEVD_UPCALL_TEARDOWN ||
@@ -67,14 +78,16 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 {
 	bool enable = kevd_upcalls_enabled(policy);
 	unsigned long flags;
+	bool inside;
 	int ret = 0;
 
 	if (!evd || !kevd_policy_valid(policy) ||
 	    (flag != KEVD_UPCALL_INVOC_NEW && flag != KEVD_UPCALL_INVOC_ANY) ||
 	    (upcall && !upcall->func))
 		return -EINVAL;
+	inside = kevd_current_in_upcall(evd);
 	if (policy == KEVD_UPCALL_TEARDOWN) {
-		if (kevd_current_in_upcall(evd))
+		if (inside)
 			return -EDEADLK;
 		might_sleep();
 	}
@@ -95,13 +108,22 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		WRITE_ONCE(evd->policy, policy);
 		evd->upcall_flag = flag;
 		kevd_upcall_changed(evd);
+		/* batches still running may hold older events than the ring */
+		kevd_hold_batches(evd, atomic_read(&evd->upcalls_running));
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (ret)
 		return ret;
 
-	/* From an upcall of @evd: the rest of its batch goes back now. */
-	kevd_batch_revoke(evd);
+	if (inside) {
+		/* From an upcall of @evd: the rest of its batch goes back now. */
+		kevd_batch_revoke(evd);
+		spin_lock_irqsave(&evd->lock, flags);
+		if (evd->held)	/* unless others run, nothing is held now */
+			kevd_hold_batches(evd,
+					  atomic_read(&evd->upcalls_running) - 1);
+		spin_unlock_irqrestore(&evd->lock, flags);
+	}
 	if (enable) {
 		/* Pairs with kevd_producer_done(): policy set, then count. */
 		smp_mb();
