@@ -16,7 +16,10 @@
  * operations cycling through SEND/RECV, RDMA WRITE, RDMA WRITE with
  * immediate (not on iWARP, which has no immediate data) and RDMA READ, in
  * batches of depth/2, and checks that every cookie completes exactly once
- * with success and the right operation, and that payloads arrive intact.
+ * with success and the right operation, that payloads arrive intact, and
+ * (except under MANY, whose upcalls run concurrently) that the completions
+ * of A's send queue and of B's receive queue arrive in posting order.
+ * Events still queued after a mode's TEARDOWN are dequeued and checked.
  * On iWARP a WRITE completes once sent, so a zero-length SEND follows each
  * WRITE batch before its payload is checked (pp_fence()).
  *
@@ -27,9 +30,10 @@
  *
  * One line per device and mode, machine-readable:
  *   kevd-e2e device=rxe0 mode=single ops=... events=... lost=0 dup=0 bad=0
- *            ev_per_s=... upcalls=... arms=... repolls=...
+ *            misordered=0 ev_per_s=... upcalls=... arms=... repolls=...
  * and per device: kevd-e2e-teardown device=... rounds=... flushed=N of=N ok
- * The load fails (-EIO) if anything was lost, duplicated or corrupted.
+ * The load fails (-EIO) if anything was lost, duplicated, corrupted or out
+ * of order.
  *
  * Locking: the recorder's counters are atomics; the bitmap uses atomic
  * test_and_set_bit(). A mode's traffic runs from the loading thread; only
@@ -114,6 +118,9 @@ struct pp_rec {
 	atomic_t flushed;
 	atomic_t target;
 	struct completion reached;
+	bool ordered;			/* not MANY: one consumer at a time */
+	s64 last[2];			/* last index: A's SQ (even), B's RQ */
+	atomic_t misordered;
 	atomic_t disabled;		/* seed: between DISABLE and enable */
 	atomic_t disabled_upcalls;	/* seed: upcalls while disabled */
 	struct completion wake;		/* seed: the upcall disabled */
@@ -253,6 +260,12 @@ static void pp_record(struct pp_dev *d, const struct kevd_event *ev)
 		atomic_inc(&r->bad);
 	if (idx >= r->nbits || test_and_set_bit(idx, r->seen))
 		atomic_inc(&r->dup);
+	/* a work queue completes in posting order (indices increase) */
+	if (r->ordered && kind != PP_FLUSH_RECV) {
+		if ((s64)idx <= r->last[idx & 1])
+			atomic_inc(&r->misordered);
+		r->last[idx & 1] = idx;
+	}
 count:
 	if (atomic_inc_return(&r->got) == atomic_read(&r->target))
 		complete(&r->reached);
@@ -514,6 +527,7 @@ static int pp_run_mode(struct pp_dev *d, int m)
 				  d };
 	u32 batch = max(depth / 2, 1U), done = 0, nkinds = 0, b = 0;
 	struct kevd_param before, after;
+	struct kevd_event ev;
 	enum pp_kind ks[4];
 	u64 ns, events;
 	int rc, i, lost;
@@ -525,6 +539,9 @@ static int pp_run_mode(struct pp_dev *d, int m)
 	memset(&d->rec, 0, sizeof(d->rec));
 	init_completion(&d->rec.reached);
 	init_completion(&d->rec.wake);
+	d->rec.ordered = pp_modes[m].policy != KEVD_UPCALL_MANY;
+	d->rec.last[0] = -1;
+	d->rec.last[1] = -1;
 	d->rec.nbits = 2 * iterations + 2;
 	d->rec.seen = bitmap_zalloc(d->rec.nbits, GFP_KERNEL);
 	d->rec.expected = bitmap_zalloc(d->rec.nbits, GFP_KERNEL);
@@ -549,6 +566,9 @@ static int pp_run_mode(struct pp_dev *d, int m)
 	ns = ktime_get_ns() - ns;
 	kevd_modify_upcall(d->evd, KEVD_UPCALL_TEARDOWN, NULL, 0);
 	kevd_modify_upcall(d->evd, KEVD_UPCALL_DISABLE, NULL, 0);
+	/* a late event is this mode's: checked, not left for the next one */
+	while (!kevd_dequeue(d->evd, &ev))
+		pp_record(d, &ev);
 	kevd_query(d->evd, &after);
 
 	events = atomic_read(&d->rec.got);
@@ -562,15 +582,17 @@ static int pp_run_mode(struct pp_dev *d, int m)
 			atomic_inc(&d->rec.bad);
 	if (atomic_read(&d->rec.target) != atomic_read(&d->rec.got))
 		atomic_inc(&d->rec.bad);
-	pr_info("kevd-e2e device=%s mode=%s ops=%u events=%llu lost=%d dup=%d bad=%d ev_per_s=%llu upcalls=%llu arms=%llu repolls=%llu disabled_upcalls=%d rc=%d\n",
+	pr_info("kevd-e2e device=%s mode=%s ops=%u events=%llu lost=%d dup=%d bad=%d misordered=%d ev_per_s=%llu upcalls=%llu arms=%llu repolls=%llu disabled_upcalls=%d rc=%d\n",
 		dev_name(&d->dev->dev), pp_modes[m].name, done, events,
 		lost, atomic_read(&d->rec.dup), atomic_read(&d->rec.bad),
+		atomic_read(&d->rec.misordered),
 		div64_u64(events * NSEC_PER_SEC, max_t(u64, ns, 1)),
 		after.stats.upcalls - before.stats.upcalls,
 		after.stats.arms - before.stats.arms,
 		after.stats.repolls - before.stats.repolls,
 		atomic_read(&d->rec.disabled_upcalls), rc);
-	if (rc || lost || atomic_read(&d->rec.dup) || atomic_read(&d->rec.bad))
+	if (rc || lost || atomic_read(&d->rec.dup) ||
+	    atomic_read(&d->rec.bad) || atomic_read(&d->rec.misordered))
 		d->failed = true;
 	bitmap_free(d->rec.seen);
 	bitmap_free(d->rec.expected);
