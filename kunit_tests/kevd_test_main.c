@@ -39,31 +39,74 @@ struct kevd *kevd_test_create(struct kunit *test, u32 qlen, u32 flags,
 	return evd;
 }
 
+struct kevd_flush {
+	struct completion done;
+	struct task_struct *poller;
+};
+
 static void kevd_flush_upcall(void *ctx, const struct kevd_event *ev,
 			      bool more)
 {
-	complete(ctx);
+	struct kevd_flush *f = ctx;
+
+	f->poller = current;
+	complete(&f->done);
+}
+
+/* A marker homed on poller @home: the poller thread that served it. */
+static struct task_struct *kevd_flush_marker(struct kunit *test, int home)
+{
+	struct kevd_flush f = { .done = COMPLETION_INITIALIZER_ONSTACK(f.done) };
+	struct kevd_upcall up = { kevd_flush_upcall, &f };
+	struct kevd_attr attr;
+	struct kevd *marker;
+
+	kevd_attr_init(&attr);
+	attr.qlen = 4;
+	attr.flags = KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = up;
+	attr.upcall_flag = KEVD_UPCALL_INVOC_NEW;
+	attr.cpu = home;
+	marker = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, marker);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(marker, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&f.done,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_ASSERT_EQ(test, kevd_free(marker), 0);
+	return f.poller;
 }
 
 /**
- * kevd_test_flush_pollers() - wait until every pass queued before the
- * call on poller 0 has run: a marker EVD on the same poller is served
- * after them (run lists are FIFO).
+ * kevd_test_flush_pollers() - wait until every pass queued on any poller
+ * before the call has run.
  * @test: the test.
+ *
+ * A marker EVD is queued behind what its poller already holds (run lists
+ * are FIFO), so when it is served, they were. A marker goes to its home
+ * poller unless that one is inside an upcall; then to another. So markers
+ * are posted, home after home, until every poller thread has served one
+ * (bounded: a poller stuck in an upcall fails the test).
  */
 void kevd_test_flush_pollers(struct kunit *test)
 {
-	DECLARE_COMPLETION_ONSTACK(done);
-	struct kevd_upcall up = { kevd_flush_upcall, &done };
-	struct kevd *marker;
+	unsigned int n = kevd_nr_pollers(), seen = 0, i, home = 0;
+	unsigned long end = jiffies + KEVD_TEST_WAIT;
+	struct task_struct **pollers, *t;
 
-	marker = kevd_test_create(test, 4, KEVD_SOFTWARE_FLAG,
-				  KEVD_UPCALL_SINGLE_INSTANCE, &up,
-				  KEVD_UPCALL_INVOC_NEW);
-	KUNIT_ASSERT_EQ(test, kevd_post_se(marker, NULL), 0);
-	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&done,
-							  KEVD_TEST_WAIT), 0);
-	KUNIT_ASSERT_EQ(test, kevd_free(marker), 0);
+	pollers = kunit_kcalloc(test, n, sizeof(*pollers), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, pollers);
+	while (seen < n) {
+		KUNIT_ASSERT_FALSE_MSG(test, time_after(jiffies, end),
+				       "flush: %u of %u pollers served a marker",
+				       seen, n);
+		t = kevd_flush_marker(test, home++ % n);
+		for (i = 0; i < seen && pollers[i] != t; i++)
+			;
+		if (i == seen)
+			pollers[seen++] = t;
+	}
+	kunit_kfree(test, pollers);
 }
 
 /**
