@@ -95,43 +95,73 @@ static void dto_env_free(struct kunit *test, struct dto_env *e)
 
 /* --- the mapping ------------------------------------------------------ */
 
+/*
+ * The status table of Documentation/kevd/api.rst ("DTO status"), keyed by
+ * ib_core's own name for each status: the meaning, not kevd's table.
+ */
+static const struct {
+	const char *msg;
+	u32 dat;
+} kevd_doc_status[] = {
+	{ "success", KEVD_DTO_SUCCESS },
+	{ "local length error", KEVD_DTO_ERR_LOCAL_LENGTH },
+	{ "local QP operation error", KEVD_DTO_ERR_LOCAL_EP },
+	{ "local EE context operation error", KEVD_DTO_ERR_LOCAL_EP },
+	{ "local protection error", KEVD_DTO_ERR_LOCAL_PROTECTION },
+	{ "WR flushed", KEVD_DTO_ERR_FLUSHED },
+	{ "memory bind operation error", KEVD_DTO_ERR_RMR_OPERATION_FAILED },
+	{ "bad response error", KEVD_DTO_ERR_BAD_RESPONSE },
+	{ "local access error", KEVD_DTO_ERR_LOCAL_PROTECTION },
+	{ "remote invalid request error", KEVD_DTO_ERR_REMOTE_RESPONDER },
+	{ "remote access error", KEVD_DTO_ERR_REMOTE_ACCESS },
+	{ "remote operation error", KEVD_DTO_ERR_REMOTE_RESPONDER },
+	{ "transport retry counter exceeded", KEVD_DTO_ERR_TRANSPORT },
+	{ "RNR retry counter exceeded", KEVD_DTO_ERR_RECEIVER_NOT_READY },
+	{ "local RDD violation error", KEVD_DTO_ERR_LOCAL_PROTECTION },
+	{ "remote invalid RD request", KEVD_DTO_ERR_REMOTE_RESPONDER },
+	{ "operation aborted", KEVD_DTO_ERR_PARTIAL_PACKET },
+	{ "invalid EE context number", KEVD_DTO_ERR_TRANSPORT },
+	{ "invalid EE context state", KEVD_DTO_ERR_TRANSPORT },
+	{ "fatal error", KEVD_DTO_ERR_TRANSPORT },
+	{ "response timeout error", KEVD_DTO_ERR_TRANSPORT },
+	{ "general error", KEVD_DTO_ERR_LOCAL_MM_ERROR },
+};
+
+#define KEVD_WC_STATUS_WALK	256	/* well past the last status */
+
+/*
+ * Walk every status the running kernel's ib_core names: each must have
+ * its documented DAT meaning, and every documented row must be one of
+ * them; a value ib_core does not know maps to LOCAL_MM_ERROR.
+ */
 static void kevd_dto_status_map(struct kunit *test)
 {
-	static const struct { int wc; u32 dat; } map[] = {
-		{ IB_WC_SUCCESS, KEVD_DTO_SUCCESS },
-		{ IB_WC_LOC_LEN_ERR, KEVD_DTO_ERR_LOCAL_LENGTH },
-		{ IB_WC_LOC_QP_OP_ERR, KEVD_DTO_ERR_LOCAL_EP },
-		{ IB_WC_LOC_EEC_OP_ERR, KEVD_DTO_ERR_LOCAL_EP },
-		{ IB_WC_LOC_PROT_ERR, KEVD_DTO_ERR_LOCAL_PROTECTION },
-		{ IB_WC_WR_FLUSH_ERR, KEVD_DTO_ERR_FLUSHED },
-		{ IB_WC_MW_BIND_ERR, KEVD_DTO_ERR_RMR_OPERATION_FAILED },
-		{ IB_WC_BAD_RESP_ERR, KEVD_DTO_ERR_BAD_RESPONSE },
-		{ IB_WC_LOC_ACCESS_ERR, KEVD_DTO_ERR_LOCAL_PROTECTION },
-		{ IB_WC_REM_INV_REQ_ERR, KEVD_DTO_ERR_REMOTE_RESPONDER },
-		{ IB_WC_REM_ACCESS_ERR, KEVD_DTO_ERR_REMOTE_ACCESS },
-		{ IB_WC_REM_OP_ERR, KEVD_DTO_ERR_REMOTE_RESPONDER },
-		{ IB_WC_RETRY_EXC_ERR, KEVD_DTO_ERR_TRANSPORT },
-		{ IB_WC_RNR_RETRY_EXC_ERR, KEVD_DTO_ERR_RECEIVER_NOT_READY },
-		{ IB_WC_LOC_RDD_VIOL_ERR, KEVD_DTO_ERR_LOCAL_PROTECTION },
-		{ IB_WC_REM_INV_RD_REQ_ERR, KEVD_DTO_ERR_REMOTE_RESPONDER },
-		{ IB_WC_REM_ABORT_ERR, KEVD_DTO_ERR_PARTIAL_PACKET },
-		{ IB_WC_INV_EECN_ERR, KEVD_DTO_ERR_TRANSPORT },
-		{ IB_WC_INV_EEC_STATE_ERR, KEVD_DTO_ERR_TRANSPORT },
-		{ IB_WC_FATAL_ERR, KEVD_DTO_ERR_TRANSPORT },
-		{ IB_WC_RESP_TIMEOUT_ERR, KEVD_DTO_ERR_TRANSPORT },
-		{ IB_WC_GENERAL_ERR, KEVD_DTO_ERR_LOCAL_MM_ERROR },
-	};
-	int i;
+	const char *unknown = ib_wc_status_msg(-1);
+	unsigned int s, i, known = 0;
+	const char *msg;
 
-	/* The table covers every IB_WC_* status. */
-	KUNIT_EXPECT_EQ(test, ARRAY_SIZE(map), (size_t)IB_WC_GENERAL_ERR + 1);
-	for (i = 0; i < ARRAY_SIZE(map); i++)
-		KUNIT_EXPECT_EQ_MSG(test, kevd_wc_status(map[i].wc), map[i].dat,
-				    "IB_WC status %d", map[i].wc);
-	KUNIT_EXPECT_EQ(test, kevd_wc_status(IB_WC_GENERAL_ERR + 1),
-			(u32)KEVD_DTO_ERR_LOCAL_MM_ERROR);
-	KUNIT_EXPECT_EQ(test, kevd_wc_status(1000),
-			(u32)KEVD_DTO_ERR_LOCAL_MM_ERROR);
+	for (s = 0; s < KEVD_WC_STATUS_WALK; s++) {
+		msg = ib_wc_status_msg(s);
+		if (!strcmp(msg, unknown)) {
+			KUNIT_EXPECT_EQ_MSG(test, kevd_wc_status(s),
+					    (u32)KEVD_DTO_ERR_LOCAL_MM_ERROR,
+					    "status %u (not ib_core's)", s);
+			continue;
+		}
+		known++;
+		for (i = 0; i < ARRAY_SIZE(kevd_doc_status); i++)
+			if (!strcmp(msg, kevd_doc_status[i].msg))
+				break;
+		if (i == ARRAY_SIZE(kevd_doc_status)) {
+			KUNIT_FAIL(test, "status %u (%s): no documented DAT status",
+				   s, msg);
+			continue;
+		}
+		KUNIT_EXPECT_EQ_MSG(test, kevd_wc_status(s),
+				    kevd_doc_status[i].dat, "status %u (%s)", s,
+				    msg);
+	}
+	KUNIT_EXPECT_EQ(test, known, (unsigned int)ARRAY_SIZE(kevd_doc_status));
 	KUNIT_EXPECT_EQ(test, kevd_wc_status(-1),
 			(u32)KEVD_DTO_ERR_LOCAL_MM_ERROR);
 }
@@ -451,8 +481,13 @@ static void mixed_upcall(void *ctx, const struct kevd_event *ev, bool more)
  * SINGLE_INSTANCE with completions and software events together: while
  * the ring is empty completions go straight from the CQ to the upcall,
  * else through the ring behind the software events. Neither stream may
- * lose, repeat or reorder an event across the switches.
+ * lose, repeat or reorder an event across the switches. Both paths must
+ * run: the last few completions come when everything else was delivered
+ * (the ring is empty: the direct path); the software events make some go
+ * through the ring.
  */
+#define MIXED_TAIL	8
+
 static void kevd_dto_mixed_streams(struct kunit *test)
 {
 	struct mixed_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
@@ -464,7 +499,8 @@ static void kevd_dto_mixed_streams(struct kunit *test)
 	struct fake_hca *hca;
 	struct kevd_param p;
 	struct kevd *evd;
-	int rc;
+	u32 ndto;
+	int rc, i;
 
 	KUNIT_ASSERT_NOT_NULL(test, r);
 	hca = fake_hca_create(FAKE_HCA_STRICT_IGNORE);
@@ -500,24 +536,32 @@ static void kevd_dto_mixed_streams(struct kunit *test)
 							 KEVD_STRESS_WAIT));
 	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->dto, prod->n));
 	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->sw, nsw));
+	for (i = 0; i < MIXED_TAIL; i++) {
+		KUNIT_EXPECT_EQ(test, fake_cq_add_seq(prod->cq), 0);
+		fake_cq_fire(prod->cq);
+	}
+	ndto = prod->n + MIXED_TAIL;
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->dto, ndto));
 	kthread_stop(t);
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
 						 NULL, 0), 0);
 	fake_cq_stats(prod->cq, &st);
-	KUNIT_EXPECT_EQ(test, st.added, (u64)prod->n);
-	KUNIT_EXPECT_EQ(test, atomic_read(&r->dto), (int)prod->n);
+	KUNIT_EXPECT_EQ(test, st.added, (u64)ndto);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->dto), (int)ndto);
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->sw), (int)nsw);
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->errors), 0);
 	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
 	KUNIT_EXPECT_EQ(test, p.count, 0U);
-	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], (u64)prod->n);
-	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], (u64)prod->n);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], (u64)ndto);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], (u64)ndto);
 	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_SOFTWARE], (u64)nsw);
 	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_SOFTWARE],
 			(u64)nsw);
-	KUNIT_EXPECT_EQ(test, p.stats.upcalls, (u64)prod->n + nsw);
+	KUNIT_EXPECT_EQ(test, p.stats.upcalls, (u64)ndto + nsw);
 	kunit_info(test, "completions: %llu straight from the CQ, %llu through the ring",
 		   evd->postats.direct, evd->cstats.delivered[KEVD_STREAM_DTO]);
+	KUNIT_EXPECT_GT(test, evd->postats.direct, 0ULL);
+	KUNIT_EXPECT_GT(test, evd->cstats.delivered[KEVD_STREAM_DTO], 0ULL);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 	fake_hca_destroy(hca);
 }
