@@ -518,6 +518,15 @@ static int pp_batch(struct pp_dev *d, int m, enum pp_kind kind, u32 base,
 	return 0;
 }
 
+/* A late event is the mode's: checked, not left for the next mode. */
+static noinline_for_stack void pp_record_late(struct pp_dev *d)
+{
+	struct kevd_event ev;
+
+	while (!kevd_dequeue(d->evd, &ev))
+		pp_record(d, &ev);
+}
+
 static int pp_run_mode(struct pp_dev *d, int m)
 {
 	static const enum pp_kind kinds[] = {
@@ -527,7 +536,6 @@ static int pp_run_mode(struct pp_dev *d, int m)
 				  d };
 	u32 batch = max(depth / 2, 1U), done = 0, nkinds = 0, b = 0;
 	struct kevd_param before, after;
-	struct kevd_event ev;
 	enum pp_kind ks[4];
 	u64 ns, events;
 	int rc, i, lost;
@@ -566,9 +574,7 @@ static int pp_run_mode(struct pp_dev *d, int m)
 	ns = ktime_get_ns() - ns;
 	kevd_modify_upcall(d->evd, KEVD_UPCALL_TEARDOWN, NULL, 0);
 	kevd_modify_upcall(d->evd, KEVD_UPCALL_DISABLE, NULL, 0);
-	/* a late event is this mode's: checked, not left for the next one */
-	while (!kevd_dequeue(d->evd, &ev))
-		pp_record(d, &ev);
+	pp_record_late(d);
 	kevd_query(d->evd, &after);
 
 	events = atomic_read(&d->rec.got);
