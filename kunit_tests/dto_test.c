@@ -566,6 +566,43 @@ static void kevd_dto_mixed_streams(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+#define DIRECT_N	8
+
+/*
+ * Completions skip an empty ring whatever policy came before: after
+ * DISABLE and SINGLE_INSTANCE again, each completion that finds the ring
+ * empty goes straight from the CQ to the upcall, none through the ring.
+ */
+static void kevd_dto_direct_after_policy_change(struct kunit *test)
+{
+	const enum fake_hca_mode *m = test->param_value;
+	struct dto_env *e;
+	struct kevd_param p;
+	u64 direct;
+	int i;
+
+	e = dto_env_new(test, *m, 64, 64, KEVD_UPCALL_DISABLE, NULL);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(e->evd,
+						 KEVD_UPCALL_SINGLE_INSTANCE,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	for (i = 0; i < DIRECT_N; i++) {
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
+		fake_cq_fire(e->cq);
+		KUNIT_ASSERT_TRUE(test, kevd_test_wait_count(&e->rec.delivered,
+							     i + 1));
+	}
+	/* TEARDOWN waits for the session: its counters are final */
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(e->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
+	direct = READ_ONCE(e->evd->postats.direct);
+	KUNIT_EXPECT_EQ(test, direct, (u64)DIRECT_N);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], (u64)DIRECT_N);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.order_errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.bad), 0);
+	dto_env_free(test, e);
+}
+
 /* --- notifications, backpressure, overrun, teardown ------------------- */
 
 static void kevd_dto_empty_and_spurious(struct kunit *test)
@@ -745,6 +782,8 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE_PARAM(kevd_dto_race_closed, dto_mode_gen_params),
 	KUNIT_CASE_PARAM(kevd_dto_empty_and_spurious, dto_mode_gen_params),
 	KUNIT_CASE_SLOW(kevd_dto_mixed_streams),
+	KUNIT_CASE_PARAM(kevd_dto_direct_after_policy_change,
+			 dto_mode_gen_params),
 	KUNIT_CASE(kevd_dto_backpressure),
 	KUNIT_CASE(kevd_dto_cq_overrun),
 	KUNIT_CASE(kevd_dto_free_with_qp),

@@ -311,7 +311,7 @@ void kevd_direct_end(struct kevd *evd, struct kevd_direct *d)
 int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 			struct kevd_direct *d, struct ib_wc *wcs, u32 budget)
 {
-	struct kevd_batch b = { .evd = evd, .gen = d->gen, .wcs = wcs };
+	struct kevd_batch b = { .evd = evd, .wcs = wcs };
 	u32 done;
 	int n;
 
@@ -327,6 +327,7 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 	n = ib_poll_cq(evd->cq, budget, wcs);
 	if (n <= 0)
 		return 0;
+	b.gen = d->gen;		/* the session's, set when it opened */
 	b.n = n;
 	done = kevd_batch_run(p, &b, &d->upcall);
 	evd->postats.upcalls += done;
