@@ -17,6 +17,9 @@
 #include <linux/mutex.h>
 #include <linux/prandom.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/task.h>
+#include <linux/string.h>
 #include <kevd/kevd.h>
 #include "fake_hca.h"
 #include "kevd_test_export.h"
@@ -730,6 +733,333 @@ out:
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 }
 
+/* --- documented promises (Documentation/kevd/api.rst) -------------------- */
+
+/*
+ * FIFO across streams, and every stream's payload comes back as posted:
+ * software, connection (private data), CR and RMR bind events, interleaved.
+ */
+static void kevd_consumer_fifo_across_streams(struct kunit *test)
+{
+	static const char pdata[] = "private";
+	struct kevd_event in[4] = { }, ev;
+	struct kevd *evd;
+	unsigned int i, round;
+
+	evd = cons_create(test, 64, KEVD_SOFTWARE_FLAG | KEVD_CONNECTION_FLAG |
+			  KEVD_CR_FLAG | KEVD_RMR_BIND_FLAG,
+			  KEVD_UPCALL_DISABLE, NULL, NULL);
+	in[0].event_number = KEVD_CONNECTION_EVENT_ESTABLISHED;
+	in[0].connection.private_data = pdata;
+	in[0].connection.private_data_size = sizeof(pdata);
+	in[1].event_number = KEVD_CONNECTION_REQUEST_EVENT;
+	in[2].event_number = KEVD_RMR_BIND_COMPLETION_EVENT;
+	in[2].rmr_bind.status = KEVD_DTO_ERR_RMR_OPERATION_FAILED;
+	for (round = 0; round < 3; round++) {
+		in[0].connection.ep = (void *)(uintptr_t)(0x100 + round);
+		in[1].cr.sp = (void *)(uintptr_t)(0x200 + round);
+		in[1].cr.cr = (void *)(uintptr_t)(0x300 + round);
+		in[1].cr.conn_qual = 0x1234500000000ULL + round;
+		in[2].rmr_bind.rmr = (void *)(uintptr_t)(0x400 + round);
+		in[2].rmr_bind.cookie = 0xc00c1e0000000000ULL + round;
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)(uintptr_t)round), 0);
+		for (i = 0; i < 3; i++)
+			KUNIT_ASSERT_EQ(test, kevd_post_event(evd, &in[i]), 0);
+	}
+	for (round = 0; round < 3; round++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_SOFTWARE_EVENT);
+		KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer,
+				    (void *)(uintptr_t)round);
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.event_number,
+				(u32)KEVD_CONNECTION_EVENT_ESTABLISHED);
+		KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep,
+				    (void *)(uintptr_t)(0x100 + round));
+		KUNIT_EXPECT_PTR_EQ(test, ev.connection.private_data,
+				    (const void *)pdata);
+		KUNIT_EXPECT_EQ(test, ev.connection.private_data_size,
+				(u32)sizeof(pdata));
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.event_number,
+				(u32)KEVD_CONNECTION_REQUEST_EVENT);
+		KUNIT_EXPECT_PTR_EQ(test, ev.cr.sp, (void *)(uintptr_t)(0x200 + round));
+		KUNIT_EXPECT_PTR_EQ(test, ev.cr.cr, (void *)(uintptr_t)(0x300 + round));
+		KUNIT_EXPECT_EQ(test, ev.cr.conn_qual, 0x1234500000000ULL + round);
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.event_number,
+				(u32)KEVD_RMR_BIND_COMPLETION_EVENT);
+		KUNIT_EXPECT_PTR_EQ(test, ev.rmr_bind.rmr,
+				    (void *)(uintptr_t)(0x400 + round));
+		KUNIT_EXPECT_EQ(test, ev.rmr_bind.cookie,
+				0xc00c1e0000000000ULL + round);
+		KUNIT_EXPECT_EQ(test, ev.rmr_bind.status,
+				(u32)KEVD_DTO_ERR_RMR_OPERATION_FAILED);
+		KUNIT_EXPECT_PTR_EQ(test, ev.evd, evd);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+#define HEADROOM	8
+
+/*
+ * The headroom: software events fill the queue length and no more; the
+ * streams that cannot wait get 8 slots beyond it, then drop (OVERFLOWED,
+ * counted). Events queue again as space frees; OVERFLOWED stays through
+ * dequeues and ends with a resize.
+ */
+static void kevd_consumer_headroom_and_overflow(struct kunit *test)
+{
+	struct kevd_event conn = {
+		.event_number = KEVD_CONNECTION_EVENT_ESTABLISHED,
+	};
+	struct kevd_param p;
+	struct kevd_event ev;
+	struct kevd *evd;
+	u32 i, qlen;
+
+	evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG | KEVD_CONNECTION_FLAG,
+			  KEVD_UPCALL_DISABLE, NULL, NULL);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	qlen = p.qlen;
+	KUNIT_ASSERT_GE(test, qlen, 16U);
+	for (i = 0; i < qlen; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, NULL), 0);
+	KUNIT_EXPECT_EQ(test, kevd_post_se(evd, NULL), -ENOSPC);
+	for (i = 0; i < HEADROOM; i++)
+		KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &conn), 0);
+	KUNIT_EXPECT_EQ(test, kevd_post_se(evd, NULL), -ENOSPC);
+	KUNIT_EXPECT_EQ(test, cons_state(evd) & KEVD_STATE_OVERFLOWED, 0U);
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &conn), -EOVERFLOW);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.count, qlen + HEADROOM);
+	KUNIT_EXPECT_EQ(test, p.stats.drops, 1ULL);
+	KUNIT_EXPECT_NE(test, p.state & KEVD_STATE_OVERFLOWED, 0U);
+
+	/* space frees: the headroom first, then the queue length */
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, kevd_post_se(evd, NULL), -ENOSPC);
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &conn), 0);
+	for (i = 0; i < HEADROOM + 1; i++)
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, kevd_post_se(evd, NULL), 0);
+	KUNIT_EXPECT_NE(test, cons_state(evd) & KEVD_STATE_OVERFLOWED, 0U);
+	while (!kevd_dequeue(evd, &ev))
+		;
+	KUNIT_EXPECT_NE(test, cons_state(evd) & KEVD_STATE_OVERFLOWED, 0U);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 2 * qlen), 0);
+	KUNIT_EXPECT_EQ(test, cons_state(evd) & KEVD_STATE_OVERFLOWED, 0U);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+static void query_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+}
+
+/*
+ * kevd_query() reports what it promises: the upcall object, UNWAITABLE,
+ * the CQ of a DTO EVD (none without the DTO stream), memory that covers
+ * the ring and grows with it.
+ */
+static void kevd_consumer_query_fields(struct kunit *test)
+{
+	struct kevd_upcall up = { query_upcall, test };
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd_param p;
+	struct kevd *evd, *dto;
+	size_t mem;
+
+	evd = cons_create(test, 64, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			  &up, NULL);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_PTR_EQ(test, p.upcall.func, up.func);
+	KUNIT_EXPECT_PTR_EQ(test, p.upcall.ctx, up.ctx);
+	KUNIT_EXPECT_EQ(test, p.upcall_policy, (int)KEVD_UPCALL_DISABLE);
+	KUNIT_EXPECT_EQ(test, p.flags, (u32)KEVD_SOFTWARE_FLAG);
+	KUNIT_EXPECT_NULL(test, p.cq);
+	KUNIT_EXPECT_EQ(test, p.state & KEVD_STATE_UNWAITABLE, 0U);
+	KUNIT_EXPECT_GE(test, p.mem_bytes, p.qlen * sizeof(struct kevd_event));
+	mem = p.mem_bytes;
+	KUNIT_EXPECT_EQ(test, kevd_set_unwaitable(evd, true), 0);
+	KUNIT_EXPECT_NE(test, cons_state(evd) & KEVD_STATE_UNWAITABLE, 0U);
+	KUNIT_EXPECT_EQ(test, kevd_set_unwaitable(evd, false), 0);
+	KUNIT_EXPECT_EQ(test, cons_state(evd) & KEVD_STATE_UNWAITABLE, 0U);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 1024), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_GE(test, p.mem_bytes, mem + 900 * sizeof(struct kevd_event));
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	dto = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, dto);
+	KUNIT_EXPECT_EQ(test, kevd_query(dto, &p), 0);
+	KUNIT_EXPECT_NOT_NULL(test, p.cq);
+	KUNIT_EXPECT_PTR_EQ(test, p.cq, kevd_cq(dto));
+	KUNIT_EXPECT_EQ(test, kevd_free(dto), 0);
+	fake_hca_destroy(hca);
+}
+
+struct sig_waiter {
+	struct kevd *evd;
+	struct completion done;
+	int rc;
+};
+
+static int sig_waiter_fn(void *data)
+{
+	struct sig_waiter *w = data;
+	struct kevd_event ev;
+	u32 nmore;
+
+	allow_signal(SIGUSR1);
+	w->rc = kevd_wait(w->evd, KEVD_TIMEOUT_INFINITE, 1, &ev, &nmore);
+	complete(&w->done);
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(1);
+	return 0;
+}
+
+/* A signal ends kevd_wait() with -ERESTARTSYS and leaves it un-waited. */
+static void kevd_consumer_wait_signal(struct kunit *test)
+{
+	struct sig_waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	unsigned long end = jiffies + CONS_WAIT;
+	struct task_struct *t;
+
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	init_completion(&w->done);
+	w->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			     NULL, NULL);
+	t = kthread_run(sig_waiter_fn, w, "kevd_cons_sig");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	get_task_struct(t);
+	while (!(cons_state(w->evd) & KEVD_STATE_WAITED) &&
+	       time_before(jiffies, end))
+		schedule_timeout_uninterruptible(1);
+	KUNIT_EXPECT_NE(test, cons_state(w->evd) & KEVD_STATE_WAITED, 0U);
+	send_sig(SIGUSR1, t, 1);
+	KUNIT_EXPECT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
+			0UL);
+	kthread_stop(t);
+	put_task_struct(t);
+	KUNIT_EXPECT_EQ(test, w->rc, -ERESTARTSYS);
+	KUNIT_EXPECT_EQ(test, cons_state(w->evd) & KEVD_STATE_WAITED, 0U);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->evd), 0);
+}
+
+/*
+ * kevd_post_ib_event(), from the table in api.rst keyed by ib_core's name
+ * of each event type: every type the running kernel names is either an
+ * error with its DAT event and handle, or refused (-EINVAL).
+ */
+static const struct {
+	const char *msg;
+	u32 dat;	/* 0: not an error, refused */
+	char handle;	/* q: the QP's context, s: SRQ's, c: CQ's, d: device */
+} cons_doc_ib_events[] = {
+	{ "CQ error", KEVD_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, 'c' },
+	{ "QP fatal error", KEVD_ASYNC_ERROR_EP_BROKEN, 'q' },
+	{ "QP request error", KEVD_ASYNC_ERROR_EP_BROKEN, 'q' },
+	{ "QP access error", KEVD_ASYNC_ERROR_EP_BROKEN, 'q' },
+	{ "communication established", 0, 0 },
+	{ "send queue drained", 0, 0 },
+	{ "path migration successful", 0, 0 },
+	{ "path migration error", KEVD_ASYNC_ERROR_EP_BROKEN, 'q' },
+	{ "device fatal error", KEVD_ASYNC_ERROR_IA_CATASTROPHIC, 'd' },
+	{ "port active", 0, 0 },
+	{ "port error", 0, 0 },
+	{ "LID change", 0, 0 },
+	{ "P_key change", 0, 0 },
+	{ "SM change", 0, 0 },
+	{ "SRQ error", KEVD_ASYNC_ERROR_EP_BROKEN, 's' },
+	{ "SRQ limit reached", 0, 0 },
+	{ "last WQE reached", 0, 0 },
+	{ "client reregister", 0, 0 },
+	{ "GID changed", 0, 0 },
+};
+
+#define CONS_IB_EVENT_WALK	64	/* well past the last type */
+
+static void kevd_consumer_ib_event_map(struct kunit *test)
+{
+	struct ib_elems {		/* the objects an event names */
+		struct ib_qp qp;
+		struct ib_srq srq;
+		struct ib_cq cq;
+	} *o = kunit_kzalloc(test, sizeof(*o), GFP_KERNEL);
+	const char *unknown = ib_event_msg(-1);
+	unsigned int type, i, known = 0;
+	struct ib_event ibe = { };
+	struct kevd_event ev;
+	struct kevd *evd;
+	const char *msg;
+	void *handle;
+	int rc;
+
+	KUNIT_ASSERT_NOT_NULL(test, o);
+	o->qp.qp_context = &o->qp;
+	o->srq.srq_context = &o->srq;
+	o->cq.cq_context = &o->cq;
+	evd = cons_create(test, 64, KEVD_ASYNC_FLAG, KEVD_UPCALL_DISABLE, NULL,
+			  NULL);
+	ibe.device = (struct ib_device *)&known;	/* only compared */
+	for (type = 0; type < CONS_IB_EVENT_WALK; type++) {
+		msg = ib_event_msg(type);
+		if (!strcmp(msg, unknown))
+			continue;
+		known++;
+		for (i = 0; i < ARRAY_SIZE(cons_doc_ib_events); i++)
+			if (!strcmp(msg, cons_doc_ib_events[i].msg))
+				break;
+		if (i == ARRAY_SIZE(cons_doc_ib_events)) {
+			KUNIT_FAIL(test, "ib_event %u (%s): not documented",
+				   type, msg);
+			continue;
+		}
+		ibe.event = type;
+		switch (cons_doc_ib_events[i].handle) {
+		case 'q':
+			ibe.element.qp = &o->qp;
+			handle = &o->qp;
+			break;
+		case 's':
+			ibe.element.srq = &o->srq;
+			handle = &o->srq;
+			break;
+		case 'c':
+			ibe.element.cq = &o->cq;
+			handle = &o->cq;
+			break;
+		default:
+			handle = ibe.device;
+		}
+		rc = kevd_post_ib_event(evd, &ibe);
+		if (!cons_doc_ib_events[i].dat) {
+			KUNIT_EXPECT_EQ_MSG(test, rc, -EINVAL, "%s", msg);
+			continue;
+		}
+		KUNIT_EXPECT_EQ_MSG(test, rc, 0, "%s", msg);
+		if (rc || kevd_dequeue(evd, &ev)) {
+			KUNIT_FAIL(test, "%s: nothing queued", msg);
+			continue;
+		}
+		KUNIT_EXPECT_EQ_MSG(test, ev.event_number,
+				    cons_doc_ib_events[i].dat, "%s", msg);
+		KUNIT_EXPECT_PTR_EQ_MSG(test, ev.async.handle, handle, "%s",
+					msg);
+		KUNIT_EXPECT_EQ_MSG(test, ev.async.reason, type, "%s", msg);
+	}
+	KUNIT_EXPECT_EQ(test, known, (unsigned int)ARRAY_SIZE(cons_doc_ib_events));
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
 /* --- a CQ sized by the queue length follows it ---------------------------- */
 
 static struct kevd *cq_evd(struct kunit *test, struct fake_hca *hca, u32 qlen,
@@ -1424,6 +1754,11 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
 			 ext_policy_gen_params),
+	KUNIT_CASE(kevd_consumer_fifo_across_streams),
+	KUNIT_CASE(kevd_consumer_headroom_and_overflow),
+	KUNIT_CASE(kevd_consumer_query_fields),
+	KUNIT_CASE(kevd_consumer_wait_signal),
+	KUNIT_CASE(kevd_consumer_ib_event_map),
 	KUNIT_CASE(kevd_consumer_resize_grows_cq),
 	KUNIT_CASE(kevd_consumer_counts_balance),
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_random, rnd_kind_gen_params,
