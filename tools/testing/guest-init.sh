@@ -187,11 +187,12 @@ modparams_suite() {
 }
 
 # KUnit suites: each test module runs its suites when it loads. The SMP
-# kernel runs them with deferred arming, UML with arming at once.
+# kernel runs them with defer_arm's default (what users get), UML with
+# arming at once (defer_arm=0, the extreme).
 kunit_suites() {
-	defer=0
-	[ "$stage" = / ] && defer=2
-	$MP kevd default_policy=disable poll_budget=64 defer_arm=$defer ||
+	defer=
+	[ "$stage" = / ] || defer=defer_arm=0
+	$MP kevd default_policy=disable poll_budget=64 $defer ||
 		echo "KEVD-HARNESS: error: modprobe kevd failed"
 	$MP kevd_test || echo "KEVD-HARNESS: error: modprobe kevd_test failed"
 	unload_all
