@@ -5,6 +5,7 @@
  * status and opcode mapping; backpressure; CQ overrun; teardown while the
  * HCA fires.
  */
+#include <linux/bitmap.h>
 #include <linux/delay.h>
 #include <linux/kthread.h>
 #include <linux/moduleparam.h>
@@ -15,7 +16,7 @@
 static unsigned int dto_stress_events;
 module_param(dto_stress_events, uint, 0444);
 MODULE_PARM_DESC(dto_stress_events,
-		 "Completions per notify mode in kevd_dto_stress (0: 10^6 with two CPUs or more, 10^5 with one)");
+		 "Completions per notify mode in kevd_dto_stress, shared by its six consumers (0: 10^6 with two CPUs or more, 10^5 with one)");
 
 static const enum fake_hca_mode all_modes[] = {
 	FAKE_HCA_LENIENT_REPORT, FAKE_HCA_LENIENT_IGNORE,
@@ -294,30 +295,280 @@ static void kevd_dto_race_visible(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
-/* kevd on every behaviour: every CQE injected in an arm window arrives. */
-static void kevd_dto_race_closed(struct kunit *test)
+/* --- every consumer: DISABLE (dequeue, wait), SINGLE, NOTIFY, MANY ------- */
+
+enum dto_cons_kind {
+	DTO_CONS_DEQUEUE,	/* DISABLE, a thread dequeues */
+	DTO_CONS_WAIT,		/* DISABLE, a thread waits */
+	DTO_CONS_SINGLE,	/* SINGLE_INSTANCE, completions only */
+	DTO_CONS_SINGLE_MIXED,	/* SINGLE_INSTANCE */
+	DTO_CONS_NOTIFY,	/* the doorbell dequeues */
+	DTO_CONS_MANY,		/* no order: each cookie once */
+};
+
+static const char * const dto_cons_names[] = {
+	"dequeue", "wait", "single", "single_mixed", "notify", "many",
+};
+
+struct dto_case {
+	enum fake_hca_mode mode;
+	enum dto_cons_kind cons;
+};
+
+/* every notify behaviour with every consumer */
+static const struct dto_case dto_cases[] = {
+	{ FAKE_HCA_LENIENT_REPORT, DTO_CONS_DEQUEUE },
+	{ FAKE_HCA_LENIENT_REPORT, DTO_CONS_WAIT },
+	{ FAKE_HCA_LENIENT_REPORT, DTO_CONS_SINGLE },
+	{ FAKE_HCA_LENIENT_REPORT, DTO_CONS_SINGLE_MIXED },
+	{ FAKE_HCA_LENIENT_REPORT, DTO_CONS_NOTIFY },
+	{ FAKE_HCA_LENIENT_REPORT, DTO_CONS_MANY },
+	{ FAKE_HCA_LENIENT_IGNORE, DTO_CONS_DEQUEUE },
+	{ FAKE_HCA_LENIENT_IGNORE, DTO_CONS_WAIT },
+	{ FAKE_HCA_LENIENT_IGNORE, DTO_CONS_SINGLE },
+	{ FAKE_HCA_LENIENT_IGNORE, DTO_CONS_SINGLE_MIXED },
+	{ FAKE_HCA_LENIENT_IGNORE, DTO_CONS_NOTIFY },
+	{ FAKE_HCA_LENIENT_IGNORE, DTO_CONS_MANY },
+	{ FAKE_HCA_STRICT_REPORT, DTO_CONS_DEQUEUE },
+	{ FAKE_HCA_STRICT_REPORT, DTO_CONS_WAIT },
+	{ FAKE_HCA_STRICT_REPORT, DTO_CONS_SINGLE },
+	{ FAKE_HCA_STRICT_REPORT, DTO_CONS_SINGLE_MIXED },
+	{ FAKE_HCA_STRICT_REPORT, DTO_CONS_NOTIFY },
+	{ FAKE_HCA_STRICT_REPORT, DTO_CONS_MANY },
+	{ FAKE_HCA_STRICT_IGNORE, DTO_CONS_DEQUEUE },
+	{ FAKE_HCA_STRICT_IGNORE, DTO_CONS_WAIT },
+	{ FAKE_HCA_STRICT_IGNORE, DTO_CONS_SINGLE },
+	{ FAKE_HCA_STRICT_IGNORE, DTO_CONS_SINGLE_MIXED },
+	{ FAKE_HCA_STRICT_IGNORE, DTO_CONS_NOTIFY },
+	{ FAKE_HCA_STRICT_IGNORE, DTO_CONS_MANY },
+};
+
+static void dto_case_desc(const struct dto_case *c, char *desc)
 {
-	const enum fake_hca_mode *m = test->param_value;
-	struct inject in = { ATOMIC_INIT(200), ATOMIC_INIT(0) };
-	struct dto_env *e;
-	struct fake_cq_stats st;
+	snprintf(desc, KUNIT_PARAM_DESC_SIZE, "%s_%s",
+		 fake_hca_mode_name(c->mode), dto_cons_names[c->cons]);
+}
+
+KUNIT_ARRAY_PARAM(dto_case, dto_cases, dto_case_desc);
+
+/*
+ * What a consumer saw: completions (cookies 0, 1, 2, ... in CQ order) and
+ * software events (0, 1, 2, ... in posting order). Ordered consumers
+ * check the sequence; MANY marks a bitmap (each cookie once).
+ */
+struct dto_cons {
+	enum dto_cons_kind kind;
+	struct kevd *evd;
+	atomic_t dto, sw, order_errors, dups, bad;
+	u64 next_dto;
+	unsigned long next_sw;
+	unsigned long *seen;	/* MANY */
+	u32 nbits;
+	struct task_struct *thread;	/* DISABLE's consumer */
+};
+
+static bool dto_cons_ordered(const struct dto_cons *c)
+{
+	return c->kind != DTO_CONS_MANY;
+}
+
+static void dto_cons_record(struct dto_cons *c, const struct kevd_event *ev)
+{
+	if (ev->event_number == KEVD_DTO_COMPLETION_EVENT &&
+	    ev->dto.status == KEVD_DTO_SUCCESS) {
+		if (!dto_cons_ordered(c)) {
+			if (ev->dto.cookie >= c->nbits ||
+			    test_and_set_bit(ev->dto.cookie, c->seen))
+				atomic_inc(&c->dups);
+		} else {
+			if (ev->dto.cookie != c->next_dto)
+				atomic_inc(&c->order_errors);
+			c->next_dto = ev->dto.cookie + 1;
+		}
+		atomic_inc(&c->dto);
+	} else if (ev->event_number == KEVD_SOFTWARE_EVENT) {
+		if (dto_cons_ordered(c)) {
+			if ((unsigned long)ev->software.pointer != c->next_sw)
+				atomic_inc(&c->order_errors);
+			c->next_sw = (unsigned long)ev->software.pointer + 1;
+		}
+		atomic_inc(&c->sw);
+	} else {
+		atomic_inc(&c->bad);
+	}
+}
+
+static void dto_cons_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct dto_cons *c = ctx;
+	struct kevd_event e;
+
+	if (ev) {
+		dto_cons_record(c, ev);
+		return;
+	}
+	while (!kevd_dequeue(c->evd, &e))	/* NOTIFY's doorbell */
+		dto_cons_record(c, &e);
+}
+
+static int dto_cons_thread(void *data)
+{
+	struct dto_cons *c = data;
+	struct kevd_event ev;
+	u32 nmore;
+	int rc;
+
+	while (!kthread_should_stop()) {
+		if (c->kind == DTO_CONS_WAIT)
+			rc = kevd_wait(c->evd, 10000, 1, &ev, &nmore);
+		else
+			rc = kevd_dequeue(c->evd, &ev);
+		if (!rc)
+			dto_cons_record(c, &ev);
+		else if (rc == -EAGAIN)	/* a backoff, not a synchronisation */
+			usleep_range(20, 100);
+		else if (rc != -ETIMEDOUT)
+			atomic_inc(&c->bad);
+	}
+	return 0;
+}
+
+static const int dto_cons_policy[] = {
+	[DTO_CONS_DEQUEUE] = KEVD_UPCALL_DISABLE,
+	[DTO_CONS_WAIT] = KEVD_UPCALL_DISABLE,
+	[DTO_CONS_SINGLE] = KEVD_UPCALL_SINGLE_INSTANCE,
+	[DTO_CONS_SINGLE_MIXED] = KEVD_UPCALL_SINGLE_INSTANCE,
+	[DTO_CONS_NOTIFY] = KEVD_UPCALL_NOTIFY,
+	[DTO_CONS_MANY] = KEVD_UPCALL_MANY,
+};
+
+/* A DTO EVD (with the software stream but for SINGLE) and its consumer. */
+static struct dto_cons *dto_cons_new(struct kunit *test, struct fake_hca *hca,
+				     enum dto_cons_kind kind, u32 qlen,
+				     u32 cq_depth, u32 nbits)
+{
+	struct dto_cons *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	struct kevd_attr attr;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	c->kind = kind;
+	if (kind == DTO_CONS_MANY) {
+		c->nbits = nbits;
+		c->seen = kunit_kcalloc(test, BITS_TO_LONGS(nbits),
+					sizeof(long), GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, c->seen);
+	}
+	kevd_attr_init(&attr);
+	attr.qlen = qlen;
+	attr.cq_depth = cq_depth;
+	attr.flags = KEVD_DTO_FLAG;
+	if (kind != DTO_CONS_SINGLE)
+		attr.flags |= KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = dto_cons_policy[kind];
+	attr.upcall.func = dto_cons_upcall;
+	attr.upcall.ctx = c;
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	c->evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, c->evd);
+	if (attr.upcall_policy == KEVD_UPCALL_DISABLE) {
+		c->thread = kthread_run(dto_cons_thread, c, "kevd_test_cons");
+		KUNIT_ASSERT_FALSE(test, IS_ERR(c->thread));
+	}
+	return c;
+}
+
+/* Stop the consumer (TEARDOWN, or its thread) and free the EVD. */
+static void dto_cons_free(struct kunit *test, struct dto_cons *c)
+{
+	if (c->thread)
+		kthread_stop(c->thread);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(c->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(c->evd), 0);
+}
+
+/* The checks every consumer must pass once @dto and @sw events arrived. */
+static void dto_cons_expect(struct kunit *test, struct dto_cons *c, u64 dto,
+			    u32 sw)
+{
 	struct kevd_param p;
 
-	e = dto_env_new(test, *m, 64, 256, KEVD_UPCALL_SINGLE_INSTANCE, NULL);
-	fake_cq_set_arm_hook(e->cq, inject_hook, &in);
-	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
+	KUNIT_EXPECT_EQ(test, (u64)atomic_read(&c->dto), dto);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->sw), (int)sw);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->order_errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->dups), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->bad), 0);
+	if (c->seen)
+		KUNIT_EXPECT_EQ(test, (u64)bitmap_weight(c->seen, c->nbits), dto);
+	KUNIT_ASSERT_EQ(test, kevd_query(c->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.count, 0U);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], dto);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], dto);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_SOFTWARE], (u64)sw);
+	KUNIT_EXPECT_EQ(test, p.stats.drops, 0ULL);
+}
+
+struct sw_producer {
+	struct kevd *evd;
+	u32 n;
+	atomic_t posted;
+	atomic_t errors;
+};
+
+/* Software events 0 .. n-1, retried while the ring is full. */
+static int sw_producer_fn(void *data)
+{
+	struct sw_producer *s = data;
+	u32 i = 0;
+	int rc;
+
+	while (i < s->n && !kthread_should_stop()) {
+		rc = kevd_post_se(s->evd, (void *)(unsigned long)i);
+		if (!rc)
+			atomic_set(&s->posted, ++i);
+		else if (rc != -ENOSPC)
+			atomic_inc(&s->errors);
+		cond_resched();
+	}
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(1);
+	return 0;
+}
+
+/*
+ * kevd on every behaviour and every consumer: every CQE injected in an
+ * arm window arrives, once, in order where the consumer orders.
+ */
+static void kevd_dto_race_closed(struct kunit *test)
+{
+	const struct dto_case *dc = test->param_value;
+	struct inject in = { ATOMIC_INIT(200), ATOMIC_INIT(0) };
+	struct fake_cq_stats st;
+	struct fake_hca *hca;
+	struct dto_cons *c;
+	struct ib_cq *cq;
+
+	hca = fake_hca_create(dc->mode);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	c = dto_cons_new(test, hca, dc->cons, 64, 256, 256);
+	cq = kevd_cq(c->evd);
+	fake_cq_set_arm_hook(cq, inject_hook, &in);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
 	/* Each arm injects one until 200 were injected; all must arrive. */
-	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&e->rec.delivered, 201));
-	fake_cq_set_arm_hook(e->cq, NULL, NULL);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&c->dto, 201));
+	fake_cq_set_arm_hook(cq, NULL, NULL);
 	KUNIT_EXPECT_EQ(test, atomic_read(&in.injected), 200);
-	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.order_errors), 0);
-	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.bad), 0);
-	fake_cq_stats(e->cq, &st);
+	fake_cq_stats(cq, &st);
 	KUNIT_EXPECT_EQ(test, st.polled, st.added);
-	KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
-	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], st.added);
-	KUNIT_EXPECT_GE(test, p.stats.repolls, 1ULL);
-	dto_env_free(test, e);
+	dto_cons_expect(test, c, st.added, 0);
+	if (dc->cons != DTO_CONS_DEQUEUE && dc->cons != DTO_CONS_WAIT) {
+		struct kevd_param p;
+
+		KUNIT_ASSERT_EQ(test, kevd_query(c->evd, &p), 0);
+		KUNIT_EXPECT_GE(test, p.stats.repolls, 1ULL);
+	}
+	dto_cons_free(test, c);
+	fake_hca_destroy(hca);
 }
 
 /* --- the stress ------------------------------------------------------- */
@@ -389,26 +640,44 @@ static u32 dto_stress_n(void)
 
 /*
  * A producer on another CPU, random CQEs in the arm window, random
- * spurious notifications: every cookie once, in CQ order.
+ * spurious notifications, and (but for "single") software events posted
+ * meanwhile: every cookie and every software event once, in order where
+ * the consumer orders, for every notify behaviour and every consumer.
  */
 static void kevd_dto_stress(struct kunit *test)
 {
-	const enum fake_hca_mode *m = test->param_value;
+	const struct dto_case *dc = test->param_value;
 	struct rand_inject in = { ATOMIC_INIT(0) };
+	u32 n = dto_stress_n() / ARRAY_SIZE(dto_cons_names), nsw = 0;
+	struct task_struct *t, *swt = NULL;
+	struct sw_producer *sp = NULL;
 	struct dto_producer *prod;
-	struct task_struct *t;
 	struct fake_cq_stats st;
 	struct kevd_param p;
-	struct dto_env *e;
+	struct fake_hca *hca;
+	struct dto_cons *c;
+	struct ib_cq *cq;
 	u64 added;
 
-	e = dto_env_new(test, *m, 256, 1024, KEVD_UPCALL_SINGLE_INSTANCE, NULL);
+	hca = fake_hca_create(dc->mode);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	c = dto_cons_new(test, hca, dc->cons, 256, 1024, 3 * n + 1024);
+	cq = kevd_cq(c->evd);
 	prod = kunit_kzalloc(test, sizeof(*prod), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, prod);
-	prod->cq = e->cq;
-	prod->n = dto_stress_n();
-	prod->depth = e->cq->cqe;
-	fake_cq_set_arm_hook(e->cq, rand_inject_hook, &in);
+	prod->cq = cq;
+	prod->n = n;
+	prod->depth = cq->cqe;
+	if (dc->cons != DTO_CONS_SINGLE) {
+		nsw = n / 10;
+		sp = kunit_kzalloc(test, sizeof(*sp), GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, sp);
+		sp->evd = c->evd;
+		sp->n = nsw;
+		swt = kthread_run(sw_producer_fn, sp, "kevd_test_sw");
+		KUNIT_ASSERT_FALSE(test, IS_ERR(swt));
+	}
+	fake_cq_set_arm_hook(cq, rand_inject_hook, &in);
 	t = kthread_create(dto_producer_fn, prod, "kevd_test_dto");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
 	if (num_online_cpus() > 1)
@@ -418,34 +687,37 @@ static void kevd_dto_stress(struct kunit *test)
 	/* A bound for slow machines (TCG), not a timing assertion. */
 	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count_for(&prod->done, 1,
 							 KEVD_STRESS_WAIT));
-	fake_cq_set_arm_hook(e->cq, NULL, NULL);
+	fake_cq_set_arm_hook(cq, NULL, NULL);
 	/* Hooks still running end before the next arm sees NULL. */
 	do {
-		fake_cq_stats(e->cq, &st);
+		fake_cq_stats(cq, &st);
 		added = st.added;
-		if (!kevd_test_wait_count(&e->rec.delivered, added))
+		if (!kevd_test_wait_count(&c->dto, added))
 			break;
-		fake_cq_stats(e->cq, &st);
+		fake_cq_stats(cq, &st);
 	} while (st.added != added);
+	if (sp) {
+		KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&sp->posted, nsw));
+		KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&c->sw, nsw));
+		kthread_stop(swt);
+		KUNIT_EXPECT_EQ(test, atomic_read(&sp->errors), 0);
+	}
 	kthread_stop(t);
 
-	fake_cq_stats(e->cq, &st);
-	KUNIT_EXPECT_EQ(test, (u64)atomic_read(&e->rec.delivered), st.added);
-	KUNIT_EXPECT_EQ(test, st.added, (u64)prod->n + atomic_read(&in.injected));
-	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.order_errors), 0);
-	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.bad), 0);
+	fake_cq_stats(cq, &st);
+	KUNIT_EXPECT_EQ(test, st.added, (u64)n + atomic_read(&in.injected));
 	KUNIT_EXPECT_EQ(test, st.overruns, 0ULL);
 	KUNIT_EXPECT_EQ(test, st.polled, st.added);
-	KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
-	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], st.added);
-	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], st.added);
-	KUNIT_EXPECT_EQ(test, p.stats.drops, 0ULL);
-	kunit_info(test, "%s: %llu CQEs (%d injected in the arm window), %llu notifications (%d spurious), %llu arms, %llu repolls, %llu empty, max batch %llu",
-		   fake_hca_mode_name(*m), st.added, atomic_read(&in.injected),
+	dto_cons_expect(test, c, st.added, nsw);
+	KUNIT_ASSERT_EQ(test, kevd_query(c->evd, &p), 0);
+	kunit_info(test, "%s/%s: %llu CQEs (%d injected in the arm window), %u software, %llu notifications (%d spurious), %llu arms, %llu repolls, %llu empty, max batch %llu",
+		   fake_hca_mode_name(dc->mode), dto_cons_names[dc->cons],
+		   st.added, atomic_read(&in.injected), nsw,
 		   p.stats.notifications, atomic_read(&prod->fired),
 		   p.stats.arms, p.stats.repolls, p.stats.empty_notifications,
 		   p.stats.max_batch);
-	dto_env_free(test, e);
+	dto_cons_free(test, c);
+	fake_hca_destroy(hca);
 }
 
 /* DTO and software events on one EVD: each stream in order, once. */
@@ -779,7 +1051,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_opcode_map),
 	KUNIT_CASE(kevd_dto_wc_to_event),
 	KUNIT_CASE(kevd_dto_race_visible),
-	KUNIT_CASE_PARAM(kevd_dto_race_closed, dto_mode_gen_params),
+	KUNIT_CASE_PARAM(kevd_dto_race_closed, dto_case_gen_params),
 	KUNIT_CASE_PARAM(kevd_dto_empty_and_spurious, dto_mode_gen_params),
 	KUNIT_CASE_SLOW(kevd_dto_mixed_streams),
 	KUNIT_CASE_PARAM(kevd_dto_direct_after_policy_change,
@@ -789,7 +1061,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_free_with_qp),
 	KUNIT_CASE(kevd_dto_post_ib_event),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
-	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_mode_gen_params,
+	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_case_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
 	{}
 };
