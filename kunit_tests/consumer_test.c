@@ -733,6 +733,80 @@ out:
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 }
 
+/* --- a give-back into a ring that producers filled ---------------------- */
+
+#define GB_FIRST	4	/* the MANY batch: fewer than the headroom */
+
+struct giveback {
+	struct kevd *evd;
+	struct completion done;
+	atomic_t calls;
+	int posted;		/* connection events the upcall queued */
+	int rc;
+};
+
+/*
+ * The first upcall of a MANY batch fills the whole ring, headroom
+ * included, with connection events, then disables upcalls: the three
+ * events left in its batch must go back ahead of them.
+ */
+static void giveback_upcall(void *ctx, const struct kevd_event *ev,
+			    bool more)
+{
+	struct kevd_event conn = {
+		.event_number = KEVD_CONNECTION_EVENT_ESTABLISHED,
+	};
+	struct giveback *g = ctx;
+
+	if (atomic_inc_return(&g->calls) > 1)
+		return;
+	while (!kevd_post_event(g->evd, &conn))
+		g->posted++;
+	g->rc = kevd_modify_upcall(g->evd, KEVD_UPCALL_DISABLE, NULL,
+				   KEVD_UPCALL_INVOC_ANY);
+	complete(&g->done);
+}
+
+static void kevd_consumer_giveback_full_ring(struct kunit *test)
+{
+	struct giveback *g = kunit_kzalloc(test, sizeof(*g), GFP_KERNEL);
+	struct kevd_upcall up = { giveback_upcall, g };
+	struct kevd_event ev;
+	int i, n = 0;
+
+	KUNIT_ASSERT_NOT_NULL(test, g);
+	init_completion(&g->done);
+	g->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG | KEVD_CONNECTION_FLAG,
+			     KEVD_UPCALL_DISABLE, &up, NULL);
+	for (i = 0; i < GB_FIRST; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(g->evd, (void *)(uintptr_t)i),
+				0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(g->evd, KEVD_UPCALL_MANY, NULL,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_ASSERT_GT_MSG(test, wait_for_completion_timeout(&g->done,
+							      CONS_WAIT), 0UL,
+			    "the give-back did not finish");
+	KUNIT_EXPECT_EQ(test, g->rc, 0);
+	KUNIT_EXPECT_GT(test, g->posted, 0);
+	/* the rest of the batch first, in order, then the newer events */
+	for (i = 1; i < GB_FIRST; i++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(g->evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_SOFTWARE_EVENT);
+		KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer,
+				    (void *)(uintptr_t)i);
+	}
+	while (!kevd_dequeue(g->evd, &ev)) {
+		KUNIT_EXPECT_EQ(test, ev.event_number,
+				(u32)KEVD_CONNECTION_EVENT_ESTABLISHED);
+		n++;
+	}
+	KUNIT_EXPECT_EQ(test, n, g->posted);
+	KUNIT_EXPECT_EQ(test, atomic_read(&g->calls), 1);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(g->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(g->evd), 0);
+}
+
 /* --- documented promises (Documentation/kevd/api.rst) -------------------- */
 
 /*
@@ -1754,6 +1828,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
 			 ext_policy_gen_params),
+	KUNIT_CASE(kevd_consumer_giveback_full_ring),
 	KUNIT_CASE(kevd_consumer_fifo_across_streams),
 	KUNIT_CASE(kevd_consumer_headroom_and_overflow),
 	KUNIT_CASE(kevd_consumer_query_fields),

@@ -120,9 +120,13 @@ static void kevd_push_front(struct kevd *evd, const struct kevd_event *evs,
 	while (kevd_ring_push_front(evd, evs, wcs, k)) {
 		/*
 		 * Producers filled the ring during the batch: grow it rather
-		 * than lose or deliver events taken from the consumer.
+		 * than lose or deliver events taken from the consumer. They
+		 * may have filled the headroom too: the new queue length
+		 * holds all of it, or the resize would refuse (-EBUSY) for
+		 * good while nobody dequeues.
 		 */
-		qlen = min(kevd_ring_qlen(&evd->ring) + k, (u32)KEVD_MAX_QLEN);
+		qlen = min(kevd_ring_qlen(&evd->ring) + evd->ring.headroom + k,
+			   (u32)KEVD_MAX_QLEN);
 		if (kevd_ring_resize(evd, qlen))
 			cond_resched();
 	}
