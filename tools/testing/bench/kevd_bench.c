@@ -405,11 +405,22 @@ static void bench_consume(struct bench_run *r, u64 seq)
 		wake_up(&r->prod_wq);
 }
 
-/* (a) kevd */
+/* (a) kevd: a DTO completion with success, or a bad event */
+static void bench_consume_event(struct bench_run *r,
+				const struct kevd_event *ev)
+{
+	if (unlikely(ev->event_number != KEVD_DTO_COMPLETION_EVENT ||
+		     ev->dto.status != KEVD_DTO_SUCCESS)) {
+		atomic_inc(&r->bad);
+		return;
+	}
+	bench_consume(r, ev->dto.cookie);
+}
+
 static void bench_kevd_upcall(void *ctx, const struct kevd_event *ev,
 			      bool more_events)
 {
-	bench_consume(ctx, ev->dto.cookie);
+	bench_consume_event(ctx, ev);
 }
 
 static int bench_kevd_waiter(void *data)
@@ -425,11 +436,11 @@ static int bench_kevd_waiter(void *data)
 			break;
 		if (ret)
 			continue;
-		bench_consume(r, ev.dto.cookie);
+		bench_consume_event(r, &ev);
 		if (r->mode != BM_KEVD_DEQUEUE)
 			continue;
 		while (!kevd_dequeue(r->evd, &ev))
-			bench_consume(r, ev.dto.cookie);
+			bench_consume_event(r, &ev);
 	}
 	bench_park();
 	return 0;
@@ -438,6 +449,10 @@ static int bench_kevd_waiter(void *data)
 /* (b) ib_core poll contexts */
 static void bench_ib_done(struct ib_cq *cq, struct ib_wc *wc)
 {
+	if (unlikely(wc->status != IB_WC_SUCCESS)) {
+		atomic_inc(&((struct bench_run *)cq->cq_context)->bad);
+		return;
+	}
 	bench_consume(cq->cq_context, wc->byte_len);
 }
 
@@ -463,7 +478,7 @@ static void bench_2006_handler(struct ib_cq *cq, void *ctx)
 		if (ib_poll_cq(cq, 1, &wc) != 1)
 			break;
 		kevd_wc_to_event(&wc, &ev);
-		bench_consume(ctx, ev.dto.cookie);
+		bench_consume_event(ctx, &ev);
 	}
 }
 
@@ -559,7 +574,7 @@ static u32 bench_floor_poll(struct bench_run *r, struct ib_cq *cq,
 	n = ib_poll_cq(cq, BENCH_BATCH, wcs);
 	for (i = 0; i < n; i++) {
 		kevd_wc_to_event(&wcs[i], &ev);
-		bench_consume(r, ev.dto.cookie);
+		bench_consume_event(r, &ev);
 	}
 	return n > 0 ? n : 0;
 }
@@ -1206,7 +1221,8 @@ out:
  * The floor's CPU per event, and the producer's (what is subtracted on a
  * shared CPU): fill and drain cycles on the consumer CPU.
  */
-static int bench_drain(u32 n, u64 *floor_x10, u64 *fill_x10)
+static int bench_drain(u32 n, u64 *floor_x10, u64 *fill_x10,
+		       struct bench_sample *s)
 {
 	struct ib_cq_init_attr attr = { .cqe = depth };
 	struct task_struct *t;
@@ -1237,6 +1253,10 @@ static int bench_drain(u32 n, u64 *floor_x10, u64 *fill_x10)
 	bench_stop_thread(t);
 	if (!ret && (atomic_read(&r->delivered) != n || atomic_read(&r->bad)))
 		ret = -EIO;
+	if (s) {
+		s->produced = n;
+		s->delivered = atomic_read(&r->delivered);
+	}
 	*floor_x10 = div64_u64(r->drain_ns * 10, n);
 	*fill_x10 = div64_u64(r->fill_ns * 10, n);
 out_cq:
@@ -1262,6 +1282,7 @@ struct bench_scale {
 	u64 prod[BENCH_MAX_REPS];
 	u64 cpu[BENCH_MAX_REPS];
 	u64 vs_first[BENCH_MAX_REPS];	/* x100 */
+	struct bench_sample last;	/* the last repetition's counts */
 	/* medians */
 	u64 ev_per_s;
 	u64 notif_x1000;
@@ -1379,6 +1400,7 @@ static int bench_scale_rep(struct bench_scale *sc, u32 rep, u32 max_events,
 	bench_stop_consumer(r, consumer);
 	if (!ret && !bench_check(r, &s))
 		ret = -EIO;
+	sc->last = s;
 	if (ret)
 		return ret;
 	sc->eps[rep] = s.ev_per_s;
@@ -1777,19 +1799,20 @@ static int bench_smoke(void)
 	ret = bench_one(BM_KEVD_SINGLE, 0, smoke_events, 60000, &s);
 	prod_burst = m;
 	fails += bench_smoke_result("burst-16", NULL, ret, &s, smoke_events);
+	/* 16 EVDs: the counts of the run itself */
 	sc = kzalloc(sizeof(*sc), GFP_KERNEL);
 	ret = sc ? bench_scale_setup(sc, 16, false) : -ENOMEM;
 	ret = ret ?: bench_scale_rep(sc, 0, smoke_events, 60000);
-	if (sc)
+	memset(&s, 0, sizeof(s));
+	if (sc) {
+		s = sc->last;
 		bench_scale_teardown(sc);
+	}
 	kfree(sc);
-	pr_info("kevd-bench-smoke mode=scale-16 events=%u delivered=%u %s\n",
-		smoke_events, ret ? 0 : smoke_events, ret ? "FAIL" : "ok");
-	fails += !!ret;
-	ret = bench_drain(smoke_events, &cpu, &fill);
-	pr_info("kevd-bench-smoke mode=floor-drain events=%u delivered=%u %s\n",
-		smoke_events, ret ? 0 : smoke_events, ret ? "FAIL" : "ok");
-	fails += !!ret;
+	fails += bench_smoke_result("scale-16", NULL, ret, &s, smoke_events);
+	memset(&s, 0, sizeof(s));
+	ret = bench_drain(smoke_events, &cpu, &fill, &s);
+	fails += bench_smoke_result("floor-drain", NULL, ret, &s, smoke_events);
 	if (*rdma_dev)
 		fails += bench_rdma_smoke();
 	return fails ? -EIO : 0;
@@ -1815,7 +1838,7 @@ static noinline_for_stack int bench_all_bursts(void)
 	if (!v || !w)
 		goto out;
 	for (rep = 0; rep < reps; rep++) {
-		ret = bench_drain(drain_events, &fl[rep], &fill);
+		ret = bench_drain(drain_events, &fl[rep], &fill, NULL);
 		if (ret)
 			goto out;
 		for (m = 0; m < BM_NR; m++) {
@@ -1863,7 +1886,7 @@ static noinline_for_stack int bench_calibrate(void)
 	int rep, ret;
 
 	for (rep = 0; rep < reps; rep++) {
-		ret = bench_drain(drain_events, &v[rep], &w[rep]);
+		ret = bench_drain(drain_events, &v[rep], &w[rep], NULL);
 		if (ret)
 			return ret;
 	}
