@@ -1134,6 +1134,76 @@ static void kevd_consumer_ib_event_map(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 }
 
+/* --- what the consumer asks of the CQ reaches it ------------------------- */
+
+struct cq_rec {
+	atomic_t n;
+	u32 ops[2];
+	u32 vendor_err[2];
+};
+
+static void cq_rec_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct cq_rec *r = ctx;
+	int i = atomic_read(&r->n);
+
+	if (i < 2) {
+		r->ops[i] = ev->dto.status == KEVD_DTO_SUCCESS ?
+			    ev->dto.operation : U32_MAX;
+		r->vendor_err[i] = ev->dto.vendor_err;
+	}
+	atomic_inc(&r->n);
+}
+
+/*
+ * comp_vector chooses the CQ's vector; solicited_only arms for solicited
+ * completions only (the fake HCA treats receives as solicited), so a send
+ * completion alone raises no notification and the receive after it
+ * raises one; a failed completion carries the provider's vendor_err.
+ */
+static void kevd_consumer_cq_attributes(struct kunit *test)
+{
+	struct cq_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct ib_wc wc = { .status = IB_WC_SUCCESS, .opcode = IB_WC_SEND };
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd_param p;
+	struct kevd *evd;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	KUNIT_ASSERT_GE(test, fake_hca_ibdev(hca)->num_comp_vectors, 4);
+	kevd_attr_init(&attr);
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = (struct kevd_upcall){ cq_rec_upcall, r };
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.comp_vector = 3;
+	attr.solicited_only = true;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	KUNIT_EXPECT_EQ(test, fake_cq_comp_vector(kevd_cq(evd)), 3);
+
+	KUNIT_ASSERT_EQ(test, fake_cq_add(kevd_cq(evd), &wc), 0);
+	wc.opcode = IB_WC_RECV;
+	wc.status = IB_WC_REM_ACCESS_ERR;
+	wc.vendor_err = 0x5a5a;
+	KUNIT_ASSERT_EQ(test, fake_cq_add(kevd_cq(evd), &wc), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->n, 2));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->n), 2);
+	KUNIT_EXPECT_EQ(test, r->ops[0], (u32)KEVD_DTO_SEND);
+	KUNIT_EXPECT_EQ(test, r->vendor_err[0], 0U);
+	KUNIT_EXPECT_EQ(test, r->ops[1], U32_MAX);	/* the failed receive */
+	KUNIT_EXPECT_EQ(test, r->vendor_err[1], 0x5a5aU);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.notifications, 1ULL);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- a CQ sized by the queue length follows it ---------------------------- */
 
 static struct kevd *cq_evd(struct kunit *test, struct fake_hca *hca, u32 qlen,
@@ -1835,6 +1905,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_signal),
 	KUNIT_CASE(kevd_consumer_ib_event_map),
 	KUNIT_CASE(kevd_consumer_resize_grows_cq),
+	KUNIT_CASE(kevd_consumer_cq_attributes),
 	KUNIT_CASE(kevd_consumer_counts_balance),
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_random, rnd_kind_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),

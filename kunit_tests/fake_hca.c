@@ -35,6 +35,7 @@ struct fake_cq {
 	call_single_data_t csd;	/* the "MSI-X" IPI to irq_cpu */
 	atomic_t irq_pending;	/* the IPI is queued, the handler not begun */
 	atomic_t irq_inflight;	/* IPIs queued and not finished */
+	int comp_vector;	/* as create_cq received it */
 };
 
 static struct fake_cq *to_fcq(struct ib_cq *cq)
@@ -119,6 +120,7 @@ static int fake_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 	fcq->irq_cpu = -1;
 	INIT_CSD(&fcq->csd, fake_irq_fn, fcq);
 	fcq->mask = size - 1;
+	fcq->comp_vector = attr->comp_vector;
 	ibcq->cqe = size;
 	return 0;
 }
@@ -261,7 +263,7 @@ struct fake_hca *fake_hca_create(enum fake_hca_mode mode)
 	if (!hca)
 		return ERR_PTR(-ENOMEM);
 	hca->mode = mode;
-	hca->ibdev.num_comp_vectors = 1;
+	hca->ibdev.num_comp_vectors = 4;	/* comp_vector must reach the CQ */
 	hca->ibdev.phys_port_cnt = 1;
 	ib_set_device_ops(&hca->ibdev, &fake_hca_ops);
 	return hca;
@@ -632,6 +634,21 @@ bool fake_cq_armed(struct ib_cq *cq)
 	return armed;
 }
 EXPORT_SYMBOL_GPL(fake_cq_armed);
+
+/**
+ * fake_cq_comp_vector() - the completion vector the CQ was created on.
+ * @cq: a fake CQ.
+ *
+ * ib_create_cq() passes it to the provider without storing it in the
+ * ib_cq; this is what the provider received.
+ *
+ * Return: the vector.
+ */
+int fake_cq_comp_vector(struct ib_cq *cq)
+{
+	return to_fcq(cq)->comp_vector;
+}
+EXPORT_SYMBOL_GPL(fake_cq_comp_vector);
 
 /**
  * fake_cq_set_irq_cpu() - deliver the CQ's notifications on a CPU.

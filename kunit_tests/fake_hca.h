@@ -75,6 +75,7 @@ void fake_cq_overrun(struct ib_cq *cq);
 u32 fake_cq_count(struct ib_cq *cq);
 bool fake_cq_empty(struct ib_cq *cq);
 bool fake_cq_armed(struct ib_cq *cq);
+int fake_cq_comp_vector(struct ib_cq *cq);
 void fake_cq_stats(struct ib_cq *cq, struct fake_cq_stats *st);
 
 #endif /* _KEVD_FAKE_HCA_H */
