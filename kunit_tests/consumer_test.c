@@ -11,6 +11,7 @@
 #include <kunit/test.h>
 #include <linux/bitmap.h>
 #include <linux/completion.h>
+#include <linux/delay.h>
 #include <linux/jiffies.h>
 #include <linux/kthread.h>
 #include <linux/moduleparam.h>
@@ -1027,6 +1028,67 @@ static void kevd_consumer_wait_signal(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(w->evd), 0);
 }
 
+struct shrink_waiter {
+	struct kevd *evd;
+	struct completion done;
+	int rc;
+};
+
+static int shrink_waiter_fn(void *data)
+{
+	struct shrink_waiter *w = data;
+	struct kevd_event ev;
+	u32 nmore;
+
+	w->rc = kevd_wait(w->evd, 2 * USEC_PER_SEC, 2, &ev, &nmore);
+	complete(&w->done);
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(1);
+	return 0;
+}
+
+/*
+ * The timeout of kevd_wait() shrinks across wake-ups: woken again and
+ * again (far more often than every 2 s) by an event that never makes the
+ * threshold (it is taken again at once), a 2 s wait still times out.
+ * Were the timeout restarted at each wake-up, it would wait as long as
+ * the pokes go on; the 60 s bound only catches that.
+ */
+static void kevd_consumer_wait_timeout_shrinks(struct kunit *test)
+{
+	struct shrink_waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	unsigned long end = jiffies + CONS_WAIT;
+	struct task_struct *t;
+	struct kevd_event ev;
+	int pokes = 0;
+
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	init_completion(&w->done);
+	w->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			     NULL, NULL);
+	t = kthread_run(shrink_waiter_fn, w, "kevd_cons_shrink");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	while (!completion_done(&w->done) && time_before(jiffies, end)) {
+		if (!kevd_post_se(w->evd, NULL)) {
+			pokes++;
+			kevd_dequeue(w->evd, &ev);
+		}
+		usleep_range(200, 500);	/* the pace of the pokes */
+	}
+	KUNIT_EXPECT_TRUE_MSG(test, completion_done(&w->done),
+			      "kevd_wait() never timed out while woken (%d pokes)",
+			      pokes);
+	if (!completion_done(&w->done)) {	/* release it, then stop it */
+		kevd_set_unwaitable(w->evd, true);
+		wait_for_completion(&w->done);
+	}
+	kthread_stop(t);
+	KUNIT_EXPECT_EQ(test, w->rc, -ETIMEDOUT);
+	kunit_info(test, "%d pokes while it waited", pokes);
+	KUNIT_EXPECT_GT(test, pokes, 1);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->evd), 0);
+}
+
 /*
  * kevd_post_ib_event(), from the table in api.rst keyed by ib_core's name
  * of each event type: every type the running kernel names is either an
@@ -1903,6 +1965,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_headroom_and_overflow),
 	KUNIT_CASE(kevd_consumer_query_fields),
 	KUNIT_CASE(kevd_consumer_wait_signal),
+	KUNIT_CASE(kevd_consumer_wait_timeout_shrinks),
 	KUNIT_CASE(kevd_consumer_ib_event_map),
 	KUNIT_CASE(kevd_consumer_resize_grows_cq),
 	KUNIT_CASE(kevd_consumer_cq_attributes),
