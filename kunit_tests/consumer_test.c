@@ -980,38 +980,51 @@ static void kevd_consumer_query_fields(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
-struct sig_waiter {
+/* A thread in one kevd_wait(); SIGUSR1 may interrupt it. */
+struct cons_waiter {
 	struct kevd *evd;
+	u32 timeout_us;
+	u32 threshold;
 	struct completion done;
 	int rc;
 };
 
-static int sig_waiter_fn(void *data)
+static int cons_waiter_fn(void *data)
 {
-	struct sig_waiter *w = data;
+	struct cons_waiter *w = data;
 	struct kevd_event ev;
 	u32 nmore;
 
 	allow_signal(SIGUSR1);
-	w->rc = kevd_wait(w->evd, KEVD_TIMEOUT_INFINITE, 1, &ev, &nmore);
+	w->rc = kevd_wait(w->evd, w->timeout_us, w->threshold, &ev, &nmore);
 	complete(&w->done);
 	while (!kthread_should_stop())
 		schedule_timeout_interruptible(1);
 	return 0;
 }
 
-/* A signal ends kevd_wait() with -ERESTARTSYS and leaves it un-waited. */
-static void kevd_consumer_wait_signal(struct kunit *test)
+static struct cons_waiter *cons_waiter_new(struct kunit *test, u32 timeout_us,
+					   u32 threshold)
 {
-	struct sig_waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
-	unsigned long end = jiffies + CONS_WAIT;
-	struct task_struct *t;
+	struct cons_waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
 
 	KUNIT_ASSERT_NOT_NULL(test, w);
 	init_completion(&w->done);
+	w->timeout_us = timeout_us;
+	w->threshold = threshold;
 	w->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
 			     NULL, NULL);
-	t = kthread_run(sig_waiter_fn, w, "kevd_cons_sig");
+	return w;
+}
+
+/* A signal ends kevd_wait() with -ERESTARTSYS and leaves it un-waited. */
+static void kevd_consumer_wait_signal(struct kunit *test)
+{
+	struct cons_waiter *w = cons_waiter_new(test, KEVD_TIMEOUT_INFINITE, 1);
+	unsigned long end = jiffies + CONS_WAIT;
+	struct task_struct *t;
+
+	t = kthread_run(cons_waiter_fn, w, "kevd_cons_sig");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
 	get_task_struct(t);
 	while (!(cons_state(w->evd) & KEVD_STATE_WAITED) &&
@@ -1028,25 +1041,6 @@ static void kevd_consumer_wait_signal(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(w->evd), 0);
 }
 
-struct shrink_waiter {
-	struct kevd *evd;
-	struct completion done;
-	int rc;
-};
-
-static int shrink_waiter_fn(void *data)
-{
-	struct shrink_waiter *w = data;
-	struct kevd_event ev;
-	u32 nmore;
-
-	w->rc = kevd_wait(w->evd, 2 * USEC_PER_SEC, 2, &ev, &nmore);
-	complete(&w->done);
-	while (!kthread_should_stop())
-		schedule_timeout_interruptible(1);
-	return 0;
-}
-
 /*
  * The timeout of kevd_wait() shrinks across wake-ups: woken again and
  * again (far more often than every 2 s) by an event that never makes the
@@ -1056,17 +1050,13 @@ static int shrink_waiter_fn(void *data)
  */
 static void kevd_consumer_wait_timeout_shrinks(struct kunit *test)
 {
-	struct shrink_waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct cons_waiter *w = cons_waiter_new(test, 2 * USEC_PER_SEC, 2);
 	unsigned long end = jiffies + CONS_WAIT;
 	struct task_struct *t;
 	struct kevd_event ev;
 	int pokes = 0;
 
-	KUNIT_ASSERT_NOT_NULL(test, w);
-	init_completion(&w->done);
-	w->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
-			     NULL, NULL);
-	t = kthread_run(shrink_waiter_fn, w, "kevd_cons_shrink");
+	t = kthread_run(cons_waiter_fn, w, "kevd_cons_shrink");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
 	while (!completion_done(&w->done) && time_before(jiffies, end)) {
 		if (!kevd_post_se(w->evd, NULL)) {
