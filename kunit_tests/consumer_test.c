@@ -1955,7 +1955,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_headroom_and_overflow),
 	KUNIT_CASE(kevd_consumer_query_fields),
 	KUNIT_CASE(kevd_consumer_wait_signal),
-	KUNIT_CASE(kevd_consumer_wait_timeout_shrinks),
+	KUNIT_CASE_SLOW(kevd_consumer_wait_timeout_shrinks),
 	KUNIT_CASE(kevd_consumer_ib_event_map),
 	KUNIT_CASE(kevd_consumer_resize_grows_cq),
 	KUNIT_CASE(kevd_consumer_cq_attributes),
