@@ -1256,6 +1256,99 @@ static void kevd_consumer_cq_attributes(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* --- backpressure while upcalls run ------------------------------------- */
+
+struct bp_rec {
+	struct completion entered;
+	struct completion release;
+	atomic_t dto, sw, order_errors;
+	u64 next_dto;
+	unsigned long next_sw;
+};
+
+static void bp_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct bp_rec *r = ctx;
+
+	if (ev->event_number == KEVD_DTO_COMPLETION_EVENT) {
+		if (ev->dto.cookie != r->next_dto)
+			atomic_inc(&r->order_errors);
+		r->next_dto = ev->dto.cookie + 1;
+		atomic_inc(&r->dto);
+		return;
+	}
+	if ((unsigned long)ev->software.pointer != r->next_sw)
+		atomic_inc(&r->order_errors);
+	r->next_sw = (unsigned long)ev->software.pointer + 1;
+	if (atomic_inc_return(&r->sw) == 1) {
+		complete(&r->entered);
+		wait_for_completion(&r->release);
+	}
+}
+
+#define BP_DTO	32
+
+/*
+ * Under SINGLE_INSTANCE, with the upcall busy, software events fill the
+ * ring and completions wait in the CQ; once the upcall returns the drain
+ * meets a full ring (backpressure), and everything still arrives, in
+ * order per stream, nothing dropped.
+ */
+static void kevd_consumer_backpressure_with_upcalls(struct kunit *test)
+{
+	struct bp_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct kevd_upcall up = { bp_upcall, r };
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd_param p;
+	struct kevd *evd;
+	unsigned long nsw = 1;
+	int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	init_completion(&r->entered);
+	init_completion(&r->release);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.cq_depth = 64;
+	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = up;
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)0UL), 0);
+	if (!wait_for_completion_timeout(&r->entered, CONS_WAIT)) {
+		KUNIT_FAIL(test, "no upcall");
+		goto out;
+	}
+	while (!kevd_post_se(evd, (void *)nsw))
+		nsw++;
+	for (i = 0; i < BP_DTO; i++)
+		KUNIT_EXPECT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
+	fake_cq_fire(kevd_cq(evd));
+	complete(&r->release);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->dto, BP_DTO));
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->sw, nsw));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->order_errors), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_GE(test, nsw, (unsigned long)p.qlen);
+	KUNIT_EXPECT_GT(test, p.stats.backpressure_stalls, 0ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.drops, 0ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], (u64)BP_DTO);
+	KUNIT_EXPECT_EQ(test, p.count, 0U);
+out:
+	complete(&r->release);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- a CQ sized by the queue length follows it ---------------------------- */
 
 static struct kevd *cq_evd(struct kunit *test, struct fake_hca *hca, u32 qlen,
@@ -1959,6 +2052,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_ib_event_map),
 	KUNIT_CASE(kevd_consumer_resize_grows_cq),
 	KUNIT_CASE(kevd_consumer_cq_attributes),
+	KUNIT_CASE(kevd_consumer_backpressure_with_upcalls),
 	KUNIT_CASE(kevd_consumer_counts_balance),
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_random, rnd_kind_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
