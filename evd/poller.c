@@ -187,17 +187,19 @@ static void kevd_poll_complete(struct kevd_poller *p, struct kevd *evd)
 		wake_up_var(&evd->poll_state);	/* kevd_poll_wait_idle() */
 }
 
-/* The poller whose thread is current (not an interrupt on it), or NULL. */
+static int kevd_poller_fn(void *data);
+
+/*
+ * The poller whose thread is current (not an interrupt on it), or NULL.
+ * O(1): every kevd_modify_upcall() asks, and the seed pattern calls that
+ * from each upcall, whatever nr_pollers is.
+ */
 static struct kevd_poller *kevd_current_poller(void)
 {
-	unsigned int i;
-
-	if (!in_task() || !(current->flags & PF_KTHREAD))
+	if (!in_task() || !(current->flags & PF_KTHREAD) ||
+	    kthread_func(current) != kevd_poller_fn)
 		return NULL;
-	for (i = 0; i < kevd_npollers; i++)
-		if (kevd_pollers[i].task == current)
-			return &kevd_pollers[i];
-	return NULL;
+	return kthread_data(current);
 }
 
 static bool kevd_list_has(struct list_head *head, struct kevd *evd)
