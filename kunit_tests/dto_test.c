@@ -720,35 +720,6 @@ static void kevd_dto_stress(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
-/* DTO and software events on one EVD: each stream in order, once. */
-struct mixed_rec {
-	atomic_t dto;
-	atomic_t sw;
-	atomic_t errors;
-	u64 next_dto;
-	unsigned long next_sw;
-};
-
-static void mixed_upcall(void *ctx, const struct kevd_event *ev, bool more)
-{
-	struct mixed_rec *r = ctx;
-
-	if (ev && ev->event_number == KEVD_DTO_COMPLETION_EVENT &&
-	    ev->dto.status == KEVD_DTO_SUCCESS) {
-		if (ev->dto.cookie != r->next_dto)
-			atomic_inc(&r->errors);
-		r->next_dto = ev->dto.cookie + 1;
-		atomic_inc(&r->dto);
-	} else if (ev && ev->event_number == KEVD_SOFTWARE_EVENT) {
-		if ((unsigned long)ev->software.pointer != r->next_sw)
-			atomic_inc(&r->errors);
-		r->next_sw = (unsigned long)ev->software.pointer + 1;
-		atomic_inc(&r->sw);
-	} else {
-		atomic_inc(&r->errors);
-	}
-}
-
 /*
  * SINGLE_INSTANCE with completions and software events together: while
  * the ring is empty completions go straight from the CQ to the upcall,
@@ -762,31 +733,21 @@ static void mixed_upcall(void *ctx, const struct kevd_event *ev, bool more)
 
 static void kevd_dto_mixed_streams(struct kunit *test)
 {
-	struct mixed_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
 	u32 nsw = dto_stress_n() / 20, posted = 0;
 	struct dto_producer *prod;
 	struct fake_cq_stats st;
 	struct task_struct *t;
-	struct kevd_attr attr;
 	struct fake_hca *hca;
 	struct kevd_param p;
+	struct dto_cons *r;
 	struct kevd *evd;
 	u32 ndto;
 	int rc, i;
 
-	KUNIT_ASSERT_NOT_NULL(test, r);
 	hca = fake_hca_create(FAKE_HCA_STRICT_IGNORE);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 64;
-	attr.cq_depth = 256;
-	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall.func = mixed_upcall;
-	attr.upcall.ctx = r;
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	r = dto_cons_new(test, hca, DTO_CONS_SINGLE_MIXED, 64, 256, 0);
+	evd = r->evd;
 	prod = kunit_kzalloc(test, sizeof(*prod), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, prod);
 	prod->cq = kevd_cq(evd);
@@ -821,7 +782,8 @@ static void kevd_dto_mixed_streams(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, st.added, (u64)ndto);
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->dto), (int)ndto);
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->sw), (int)nsw);
-	KUNIT_EXPECT_EQ(test, atomic_read(&r->errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->order_errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->bad), 0);
 	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
 	KUNIT_EXPECT_EQ(test, p.count, 0U);
 	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], (u64)ndto);
