@@ -18,6 +18,9 @@ TIMESTAMP = re.compile(r'^\[\s*\d+\.\d+\]\s?')
 RESULT = re.compile(r'^(\s*)(ok|not ok) (\d+) ?(.*)$')
 SUBTEST = re.compile(r'^(\s*)# Subtest: (\S+)')
 PLAN = re.compile(r'^(\s*)1\.\.(\d+)\s*$')
+# guest-init.sh runs some suites again under other module parameters; it
+# names the pass, and the suites of that pass count as <suite>@<pass>.
+PASS = re.compile(r'KEVD-HARNESS: pass ?(\S*)')
 
 # Anything of these on the console fails the run, wherever it appears.
 REPORTS = [
@@ -100,10 +103,15 @@ def parse(args):
     suite = None
     suite_tests = collections.Counter()
     planned = {}
+    suffix = ''
     for l in lines[begin or 0:]:
+        m = PASS.search(l)
+        if m:
+            suffix = '@' + m.group(1) if m.group(1) else ''
+            continue
         m = SUBTEST.match(l)
         if m and len(m.group(1)) == 4:
-            suite = m.group(2)
+            suite = m.group(2) + suffix
             seen.add(suite)
             continue
         m = PLAN.match(l)
