@@ -13,6 +13,10 @@
  *     the ring in that order. It reserves ring slots first, then polls at
  *     most that many: a completion is never taken without a slot
  *     (backpressure: the rest wait in the CQ).
+ *   - Connection events (except ESTABLISHED) posted to an EVD with a CQ
+ *     wait on the ring's fenced list until the owner has drained the CQ
+ *     empty (kevd_cq_unfence()): the completions an endpoint had in the CQ
+ *     when its DISCONNECTED was posted come before it.
  *   - Teardown (kevd_free()): the EVD is marked dead under evd->lock, the
  *     poller lets go, then ib_destroy_cq(); only then is the memory freed.
  */
@@ -255,6 +259,50 @@ u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget)
 		done += n;
 		if (n < resv)
 			break;
+	}
+	return done;
+}
+
+/**
+ * kevd_cq_unfence() - drain the CQ, then queue the fenced connection events.
+ * @evd: the EVD; the caller owns it.
+ * @wcs: room for KEVD_BATCH work completions.
+ * @budget: at most this many completions.
+ *
+ * The fenced events are queued only once a poll found the CQ empty: every
+ * completion that was in the CQ when they were posted is then in the ring
+ * before them. A full ring (the consumer's dequeue reschedules) or the
+ * budget (the pass requeues) leaves them fenced for a later pass.
+ *
+ * Context: the owning poller.
+ * Return: the number of completions moved.
+ */
+u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget)
+{
+	u32 done = 0, want, resv;
+	int n;
+
+	for (;;) {
+		want = min_t(u32, budget - done, KEVD_BATCH);
+		if (!want)
+			return done;
+		resv = kevd_cq_reserve(evd, want);
+		if (!resv)
+			return done;
+		n = ib_poll_cq(evd->cq, resv, wcs);
+		if (n < 0)
+			n = 0;
+		kevd_ring_commit_wcs(evd, wcs, n, resv);
+		done += n;
+		if (n < resv)
+			break;
+	}
+	if (kevd_ring_unfence(evd)) {
+		/* no room for all of them: as a drain stopped at a full ring */
+		WRITE_ONCE(evd->cq_stalled, true);
+		smp_mb();	/* pairs with kevd_consumer_done() */
+		if (!kevd_ring_unfence(evd))
+			WRITE_ONCE(evd->cq_stalled, false);
 	}
 	return done;
 }

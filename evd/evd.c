@@ -352,7 +352,8 @@ int kevd_free(struct kevd *evd)
 	kevd_cq_destroy(evd);
 
 	/* nothing produces or consumes any more: count what is left */
-	WRITE_ONCE(evd->discarded, kevd_ring_count(&evd->ring));
+	WRITE_ONCE(evd->discarded, kevd_ring_count(&evd->ring) +
+				   kevd_ring_drop_fenced(evd));
 	kevd_unregister(evd);
 	if (evd->async_evd) {
 		atomic_dec(&evd->async_evd->async_users);
@@ -409,6 +410,18 @@ int kevd_post_se(struct kevd *evd, void *pointer)
 }
 EXPORT_SYMBOL_GPL(kevd_post_se);
 
+/*
+ * A connection event of an endpoint must not overtake the completions its
+ * endpoint has in the CQ: all but ESTABLISHED, which comes first, wait for
+ * the poller to drain the CQ (kevd_cq_unfence()).
+ */
+static bool kevd_fenced(struct kevd *evd, const struct kevd_event *ev)
+{
+	return evd->cq && kevd_event_stream(ev->event_number) ==
+			  KEVD_STREAM_CONNECTION &&
+	       ev->event_number != KEVD_CONNECTION_EVENT_ESTABLISHED;
+}
+
 /**
  * kevd_post_event() - post a CR, connection, RMR bind or async event.
  * @evd: the EVD; it must have the event's stream flag.
@@ -419,14 +432,22 @@ EXPORT_SYMBOL_GPL(kevd_post_se);
  * the event is dropped, counted, the EVD enters the overflowed state and
  * %KEVD_ASYNC_ERROR_EVD_OVERFLOW goes to its async EVD.
  *
+ * On an EVD that also has the DTO stream, a connection event other than
+ * ESTABLISHED becomes visible only after the poller has drained the CQ:
+ * every completion in the CQ when it was posted (an endpoint's flushes
+ * before its DISCONNECTED) is queued ahead of it. ESTABLISHED is queued
+ * at once, ahead of whatever the CQ still holds.
+ *
  * Context: any, hard IRQ included.
  * Return: 0, -EINVAL for a DTO or software event, a number that is not in
  * &enum kevd_event_number or a stream the EVD does not have, -EOVERFLOW
- * when the event was dropped.
+ * when the event was dropped for room, -ENOMEM when a connection event
+ * to be held behind the CQ was dropped for memory.
  */
 int kevd_post_event(struct kevd *evd, const struct kevd_event *ev)
 {
 	enum kevd_stream stream;
+	int ret;
 
 	if (!evd || !ev || !kevd_event_number_valid(ev->event_number))
 		return -EINVAL;
@@ -435,9 +456,13 @@ int kevd_post_event(struct kevd *evd, const struct kevd_event *ev)
 	    stream == KEVD_STREAM_SOFTWARE ||
 	    !(evd->flags & kevd_stream_flag[stream]))
 		return -EINVAL;
-	if (kevd_ring_post(evd, ev, stream, true)) {
+	if (kevd_fenced(evd, ev))
+		ret = kevd_ring_fence(evd, ev);
+	else
+		ret = kevd_ring_post(evd, ev, stream, true);
+	if (ret) {
 		kevd_raise_overflow(evd, stream);
-		return -EOVERFLOW;
+		return ret == -ENOMEM ? ret : -EOVERFLOW;
 	}
 	return 0;
 }

@@ -66,6 +66,9 @@ enum {
  * @prod: next slot to fill; written under @prod_lock, read anywhere.
  * @resv: slots reserved by a CQ drain in flight; under @prod_lock.
  * @prod_lock: serialises producers.
+ * @fenced: connection events waiting for the CQ to be drained (struct
+ *	kevd_fenced, oldest first); under @prod_lock.
+ * @nfenced: their number; written under @prod_lock, read anywhere.
  * @cons: first slot producers may not reuse; written under @cons_lock,
  *	read anywhere. Equal to @head except during an in-place claim.
  * @head: next slot to take; written under @cons_lock, read anywhere.
@@ -83,6 +86,8 @@ struct kevd_ring {
 	u32 prod ____cacheline_aligned_in_smp;
 	u32 resv;
 	spinlock_t prod_lock;	/* serialises producers */
+	u32 nfenced;
+	struct list_head fenced;
 
 	u32 cons ____cacheline_aligned_in_smp;
 	u32 head;
@@ -294,6 +299,9 @@ void kevd_ring_unclaim(struct kevd *evd, struct kevd_claim *c, u32 from);
 int kevd_ring_push_front(struct kevd *evd, const struct kevd_event *evs,
 			 const struct ib_wc *wcs, u32 k);
 int kevd_ring_resize(struct kevd *evd, u32 qlen);
+int kevd_ring_fence(struct kevd *evd, const struct kevd_event *ev);
+u32 kevd_ring_unfence(struct kevd *evd);
+u32 kevd_ring_drop_fenced(struct kevd *evd);
 
 /**
  * kevd_event_stream() - the stream an event number belongs to.
@@ -407,6 +415,7 @@ void kevd_cq_destroy(struct kevd *evd);
 bool kevd_cq_busy(struct kevd *evd);
 int kevd_cq_fit(struct kevd *evd, u32 qlen);
 void kevd_cq_unstall(struct kevd *evd);
+u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 
 /* dto/wc.c */

@@ -391,6 +391,10 @@ static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
 		return;
 	}
 	notified = test_and_clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
+	if (unlikely(READ_ONCE(evd->ring.nfenced))) {
+		work = kevd_cq_unfence(evd, p->wcs, budget);
+		drained = work;
+	}
 	while (work < budget) {
 		got = 0;
 		if (evd->cq) {

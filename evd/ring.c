@@ -133,6 +133,8 @@ int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom)
 	ring->head = 0;
 	ring->resv = 0;
 	ring->stale = NULL;
+	ring->nfenced = 0;
+	INIT_LIST_HEAD(&ring->fenced);
 	spin_lock_init(&ring->prod_lock);
 	spin_lock_init(&ring->cons_lock);
 	return 0;
@@ -145,6 +147,7 @@ int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom)
 void kevd_ring_destroy(struct kevd_ring *ring)
 {
 	WARN_ON_ONCE(ring->stale);	/* a claim outlived its EVD */
+	WARN_ON_ONCE(!list_empty(&ring->fenced)); /* kevd_ring_drop_fenced() */
 	kvfree(ring->slots);
 	ring->slots = NULL;
 }
@@ -547,4 +550,132 @@ int kevd_ring_resize(struct kevd *evd, u32 qlen)
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	kvfree(old);
 	return 0;
+}
+
+/* A connection event held back until the CQ has been drained. */
+struct kevd_fenced {
+	struct list_head node;
+	struct kevd_event ev;
+};
+
+/**
+ * kevd_ring_fence() - hold a connection event behind the CQ's completions.
+ * @evd: an EVD with a CQ.
+ * @ev: the event.
+ *
+ * The event waits on the ring's fenced list, not in the ring: the owning
+ * poller queues it once it has drained the CQ (kevd_ring_unfence()), so
+ * every completion that was in the CQ now is queued before it. The fenced
+ * events and the queued ones together never exceed the ring with its
+ * headroom; beyond that, or without memory, the event is dropped and
+ * counted as kevd_ring_post() counts a drop (the caller raises the
+ * overflow).
+ *
+ * Context: any, hard IRQ included; takes ring->prod_lock.
+ * Return: 0, -ENOSPC when it was dropped for room, -ENOMEM for memory.
+ */
+int kevd_ring_fence(struct kevd *evd, const struct kevd_event *ev)
+{
+	struct kevd_fenced *f = kmalloc(sizeof(*f), GFP_ATOMIC);
+	struct kevd_ring *ring = &evd->ring;
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&ring->prod_lock, flags);
+	if (!f || __kevd_ring_free(ring, true) <= ring->nfenced) {
+		ret = f ? -ENOSPC : -ENOMEM;
+		evd->pstats.drops++;
+		evd->pstats.overflows++;
+	} else {
+		f->ev = *ev;
+		f->ev.evd = evd;
+		list_add_tail(&f->node, &ring->fenced);
+		WRITE_ONCE(ring->nfenced, ring->nfenced + 1);
+		f = NULL;
+	}
+	spin_unlock_irqrestore(&ring->prod_lock, flags);
+	kfree(f);
+	if (!ret)
+		kevd_schedule(evd);
+	return ret;
+}
+
+/*
+ * Take the fenced events off the list: all of them, or (@room) as many as
+ * the ring has room for, which are queued. prod_lock held.
+ */
+static u32 __kevd_ring_take_fenced(struct kevd *evd, struct list_head *out,
+				   bool room)
+{
+	struct kevd_ring *ring = &evd->ring;
+	struct kevd_fenced *f, *tmp;
+	u32 n = 0;
+
+	lockdep_assert_held(&ring->prod_lock);
+	list_for_each_entry_safe(f, tmp, &ring->fenced, node) {
+		if (room) {
+			if (!__kevd_ring_free(ring, true))
+				break;
+			__kevd_ring_push(evd, &f->ev);
+		}
+		evd->pstats.posted[KEVD_STREAM_CONNECTION]++;
+		list_move_tail(&f->node, out);
+		n++;
+	}
+	WRITE_ONCE(ring->nfenced, ring->nfenced - n);
+	return n;
+}
+
+static void kevd_fenced_free(struct list_head *list)
+{
+	struct kevd_fenced *f, *tmp;
+
+	list_for_each_entry_safe(f, tmp, list, node)
+		kfree(f);
+}
+
+/**
+ * kevd_ring_unfence() - queue the fenced events: the CQ has been drained.
+ * @evd: the EVD; the caller owns it and has just found its CQ empty.
+ *
+ * Context: the owning poller; takes ring->prod_lock.
+ * Return: the number of fenced events left for want of room.
+ */
+u32 kevd_ring_unfence(struct kevd *evd)
+{
+	struct kevd_ring *ring = &evd->ring;
+	unsigned long flags;
+	LIST_HEAD(done);
+	u32 n, left;
+
+	spin_lock_irqsave(&ring->prod_lock, flags);
+	n = __kevd_ring_take_fenced(evd, &done, true);
+	left = ring->nfenced;
+	spin_unlock_irqrestore(&ring->prod_lock, flags);
+	kevd_fenced_free(&done);
+	if (n)
+		kevd_producer_done(evd);
+	return left;
+}
+
+/**
+ * kevd_ring_drop_fenced() - discard the fenced events of a dead EVD.
+ * @evd: the EVD; nothing produces any more.
+ *
+ * They count as posted, so that kevd_free() counts them as discarded.
+ *
+ * Context: process context; takes ring->prod_lock.
+ * Return: how many there were.
+ */
+u32 kevd_ring_drop_fenced(struct kevd *evd)
+{
+	unsigned long flags;
+	LIST_HEAD(done);
+	u32 n;
+
+	spin_lock_irqsave(&evd->ring.prod_lock, flags);
+	n = __kevd_ring_take_fenced(evd, &done, false);
+	spin_unlock_irqrestore(&evd->ring.prod_lock, flags);
+	kevd_fenced_free(&done);
+	return n;
 }

@@ -1349,6 +1349,184 @@ out:
 	fake_hca_destroy(hca);
 }
 
+/* --- an endpoint's connection events and its completions ----------------- */
+
+#define FENCE_QLEN	16
+#define FENCE_WCS	128
+
+static u32 fence_qlen(struct kevd *evd)
+{
+	struct kevd_param p;
+
+	return kevd_query(evd, &p) ? 0 : p.qlen;
+}
+
+/*
+ * Wait until the ring of @evd is full of completions, with more waiting
+ * in the CQ (backpressure), and take the first one; returns its cookie.
+ */
+static u64 fence_fill(struct kunit *test, struct kevd *evd)
+{
+	u32 qlen = fence_qlen(evd), nmore = 0;
+	struct kevd_event ev = { };
+
+	KUNIT_ASSERT_LT(test, qlen + 1, (u32)FENCE_WCS);
+	KUNIT_EXPECT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), FENCE_WCS),
+			FENCE_WCS);
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 60 * USEC_PER_SEC, qlen, &ev,
+					&nmore), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_DTO_COMPLETION_EVENT);
+	/* at most the ring's worth left the CQ: the rest is in flight */
+	KUNIT_EXPECT_GE(test, fake_cq_count(kevd_cq(evd)),
+			(u32)FENCE_WCS - qlen - 1);
+	return ev.dto.cookie;
+}
+
+static int fence_take(struct kevd *evd, struct kevd_event *ev)
+{
+	u32 nmore;
+
+	return kevd_wait(evd, 60 * USEC_PER_SEC, 1, ev, &nmore);
+}
+
+/*
+ * Take events until @number arrives; check the completions before it are
+ * in order from @next. Returns how many completions came before it.
+ */
+static u32 fence_until(struct kunit *test, struct kevd *evd, u32 number,
+		       u64 *next)
+{
+	struct kevd_event ev;
+	u32 n = 0;
+
+	for (;;) {
+		if (fence_take(evd, &ev)) {
+			KUNIT_FAIL(test, "event %#x never came", number);
+			return n;
+		}
+		if (ev.event_number == number)
+			return n;
+		KUNIT_EXPECT_EQ(test, ev.event_number,
+				(u32)KEVD_DTO_COMPLETION_EVENT);
+		KUNIT_EXPECT_EQ(test, ev.dto.cookie, *next);
+		(*next)++;
+		n++;
+	}
+}
+
+/*
+ * One EVD carries an endpoint's completions and its connection events.
+ * DISCONNECTED, posted while its flush completions still wait in the CQ
+ * (the ring is full), comes after every one of them: on the old code it
+ * overtook the CQ (on rxe0, 40 of 64 flushes came after it). ESTABLISHED
+ * is not held back: it comes ahead of what the CQ still holds.
+ */
+static void kevd_consumer_disconnect_after_flushes(struct kunit *test)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+		.connection.ep = test,
+	};
+	struct kevd_event est = {
+		.event_number = KEVD_CONNECTION_EVENT_ESTABLISHED,
+		.connection.ep = test,
+	};
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd_param p;
+	struct kevd *evd;
+	u64 next;
+	u32 n;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = FENCE_QLEN;
+	attr.cq_depth = 4 * FENCE_WCS;
+	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+
+	next = fence_fill(test, evd) + 1;
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	n = fence_until(test, evd, KEVD_CONNECTION_EVENT_DISCONNECTED, &next);
+	KUNIT_EXPECT_EQ(test, n, (u32)FENCE_WCS - 1);
+	KUNIT_EXPECT_TRUE(test, fake_cq_empty(kevd_cq(evd)));
+
+	next = fence_fill(test, evd) + 1;
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &est), 0);
+	n = fence_until(test, evd, KEVD_CONNECTION_EVENT_ESTABLISHED, &next);
+	KUNIT_EXPECT_LE(test, n, fence_qlen(evd));
+	/* the rest follow it, in order */
+	while (next < 2 * FENCE_WCS) {
+		struct kevd_event ev;
+
+		if (fence_take(evd, &ev)) {
+			KUNIT_FAIL(test, "completion %llu never came", next);
+			break;
+		}
+		KUNIT_EXPECT_EQ(test, ev.dto.cookie, next);
+		next++;
+	}
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_CONNECTION], 2ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.drops, 0ULL);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+static u64 fence_sum(const u64 *per_stream)
+{
+	u64 sum = 0;
+	int i;
+
+	for (i = 0; i < KEVD_NR_STREAMS; i++)
+		sum += per_stream[i];
+	return sum;
+}
+
+/*
+ * A connection event still held behind the CQ when the EVD is freed is
+ * counted as discarded, as queued events are: the totals balance.
+ */
+static void kevd_consumer_fenced_event_discarded(struct kunit *test)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+	};
+	struct kevd_stats before, after;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = FENCE_QLEN;
+	attr.cq_depth = 4 * FENCE_WCS;
+	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	kevd_total_stats(&before);
+	/* the ring stays full: DISCONNECTED cannot pass the CQ */
+	fence_fill(test, evd);
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	kevd_total_stats(&after);
+	KUNIT_EXPECT_EQ(test, after.posted[KEVD_STREAM_CONNECTION] -
+			before.posted[KEVD_STREAM_CONNECTION], 1ULL);
+	KUNIT_EXPECT_EQ(test, after.delivered[KEVD_STREAM_CONNECTION] -
+			before.delivered[KEVD_STREAM_CONNECTION], 0ULL);
+	KUNIT_EXPECT_GT(test, after.discarded - before.discarded, 1ULL);
+	KUNIT_EXPECT_EQ(test, fence_sum(after.posted) - fence_sum(before.posted),
+			fence_sum(after.delivered) -
+			fence_sum(before.delivered) +
+			after.discarded - before.discarded);
+	fake_hca_destroy(hca);
+}
+
 /* --- a CQ sized by the queue length follows it ---------------------------- */
 
 static struct kevd *cq_evd(struct kunit *test, struct fake_hca *hca, u32 qlen,
@@ -2035,6 +2213,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_seed_pattern,
 			      seed_stream_gen_params, { .speed = KUNIT_SPEED_SLOW }),
 	KUNIT_CASE(kevd_consumer_unknown_event_number),
+	KUNIT_CASE(kevd_consumer_disconnect_after_flushes),
+	KUNIT_CASE(kevd_consumer_fenced_event_discarded),
 	KUNIT_CASE(kevd_consumer_dto_defined_fields),
 	KUNIT_CASE_PARAM(kevd_consumer_full_ring_resumes,
 			 stall_policy_gen_params),
