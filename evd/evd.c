@@ -281,6 +281,7 @@ struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
 	kref_init(&evd->ref);
 	INIT_LIST_HEAD(&evd->poll_node);
 	atomic_set(&evd->async_users, 0);
+	atomic_set(&evd->cm_users, 0);
 	atomic_set(&evd->upcalls_running, 0);
 	evd->flags = attr->flags;
 	evd->policy = attr->upcall_policy;
@@ -315,7 +316,8 @@ EXPORT_SYMBOL_GPL(kevd_create);
  * @evd: the EVD.
  *
  * Refused while a stream still feeds the EVD: QPs on its CQ, EVDs that
- * use it as their async EVD, a thread in kevd_wait(). Otherwise upcalls
+ * use it as their async EVD, CM bindings that post to it, a thread in
+ * kevd_wait(). Otherwise upcalls
  * are torn down, the poller lets go, the CQ is destroyed, queued events
  * are discarded and the memory is released: when kevd_free() returns, no
  * upcall runs or will run and no poller or handler touches the EVD.
@@ -336,7 +338,7 @@ int kevd_free(struct kevd *evd)
 
 	spin_lock_irqsave(&evd->lock, flags);
 	if (evd->waiter || atomic_read(&evd->async_users) ||
-	    kevd_cq_busy(evd)) {
+	    atomic_read(&evd->cm_users) || kevd_cq_busy(evd)) {
 		spin_unlock_irqrestore(&evd->lock, flags);
 		return -EBUSY;
 	}
@@ -363,6 +365,39 @@ int kevd_free(struct kevd *evd)
 	return 0;
 }
 EXPORT_SYMBOL_GPL(kevd_free);
+
+/**
+ * kevd_cm_hold() - a CM binding will post to @evd: kevd_free() refuses.
+ * @evd: an open EVD.
+ * @flag: the stream flag it must have.
+ *
+ * Context: any; takes evd->lock.
+ * Return: 0, or -EINVAL for an EVD without @flag or being freed.
+ */
+int kevd_cm_hold(struct kevd *evd, u32 flag)
+{
+	unsigned long flags;
+	int ret = -EINVAL;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	if ((evd->state & KEVD_STATE_OPEN) && (evd->flags & flag)) {
+		atomic_inc(&evd->cm_users);
+		ret = 0;
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
+	return ret;
+}
+
+/**
+ * kevd_cm_unhold() - a CM binding no longer posts to @evd.
+ * @evd: an EVD kevd_cm_hold() succeeded on.
+ *
+ * Context: any.
+ */
+void kevd_cm_unhold(struct kevd *evd)
+{
+	atomic_dec(&evd->cm_users);
+}
 
 /**
  * kevd_dequeue() - take the oldest event.

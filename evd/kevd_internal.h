@@ -229,6 +229,7 @@ struct kevd_direct {
  * @discarded: events queued when kevd_free() discarded them.
  * @async_evd: receives this EVD's async errors; holds a reference.
  * @async_users: EVDs that use this one as their async EVD.
+ * @cm_users: CM bindings that post to this EVD (cm/cm.c).
  * @ref: the EVD's lifetime.
  * @list: on the global list of EVDs (debugfs, totals).
  * @id: a number for debugfs.
@@ -274,10 +275,15 @@ struct kevd {
 
 	struct kevd *async_evd;
 	atomic_t async_users;
+	atomic_t cm_users;
 	struct kref ref;
 	struct list_head list;
 	unsigned int id;
 };
+
+/* evd/evd.c: what the CM binding (cm/cm.c) needs */
+int kevd_cm_hold(struct kevd *evd, u32 flag);
+void kevd_cm_unhold(struct kevd *evd);
 
 /* evd/ring.c */
 int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom);

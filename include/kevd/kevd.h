@@ -24,6 +24,10 @@ struct ib_device;
 struct ib_cq;
 struct ib_qp;
 struct ib_event;
+struct ib_pd;
+struct ib_qp_init_attr;
+struct rdma_cm_id;
+struct rdma_conn_param;
 struct kevd;
 
 /**
@@ -231,20 +235,28 @@ struct kevd_rmr_bind_event {
 /**
  * struct kevd_cr_event - a connection request.
  * @sp: the service point (listener) it arrived on.
- * @cr: the connection request handle.
- * @conn_qual: the connection qualifier (port).
+ * @cr: the connection request handle (kevd_cr_accept(), kevd_cr_reject()).
+ * @conn_qual: the connection qualifier: the port (the service ID on an
+ *	AF_IB address).
+ * @private_data: the requester's private data, or NULL. From a CM binding
+ *	it is kevd's copy: valid until kevd_cr_reject() returns or, once
+ *	accepted, until kevd_cm_destroy_id() of the accepted id.
+ * @private_data_size: its size in bytes, as the CM reported it.
  */
 struct kevd_cr_event {
 	void *sp;
 	void *cr;
 	u64 conn_qual;
+	const void *private_data;
+	u32 private_data_size;
 };
 
 /**
  * struct kevd_connection_event - a connection event.
  * @ep: the endpoint.
- * @private_data: private data; owned by the poster, valid while the
- *	connection event is (the poster keeps it alive until the EP is freed).
+ * @private_data: private data, or NULL. From a CM binding it is kevd's
+ *	copy, valid until kevd_cm_destroy_id() of the endpoint's id; posted
+ *	with kevd_post_event(), it is the poster's.
  * @private_data_size: its size in bytes.
  */
 struct kevd_connection_event {
@@ -446,5 +458,38 @@ void kevd_total_stats(struct kevd_stats *stats);
 
 struct ib_cq *kevd_cq(struct kevd *evd);
 int kevd_post_ib_event(struct kevd *evd, const struct ib_event *event);
+
+/* The largest private data kevd copies from a CM event (the rdma_cm's). */
+#define KEVD_CM_MAX_PRIVATE_DATA	256
+
+/**
+ * struct kevd_cm_attr - where a CM binding posts an rdma_cm_id's events.
+ * @cr_evd: connection requests of a listening id; needs %KEVD_CR_FLAG.
+ *	Without one, requests are refused.
+ * @conn_evd: connection events of a connecting or accepted id; needs
+ *	%KEVD_CONNECTION_FLAG.
+ * @async_evd: DEVICE_REMOVAL, as %KEVD_ASYNC_ERROR_IA_CATASTROPHIC; needs
+ *	%KEVD_ASYNC_FLAG. Without one, the consumer's handler hears it.
+ * @ep: the endpoint handle of the connection events (NULL: the id).
+ * @sp: the service point handle of the CR events (NULL: the id).
+ *
+ * At least one of @cr_evd and @conn_evd. Each EVD named here cannot be
+ * freed (-EBUSY) until the binding ends.
+ */
+struct kevd_cm_attr {
+	struct kevd *cr_evd;
+	struct kevd *conn_evd;
+	struct kevd *async_evd;
+	void *ep;
+	void *sp;
+};
+
+int kevd_cm_bind(struct rdma_cm_id *id, const struct kevd_cm_attr *attr);
+void *kevd_cm_context(struct rdma_cm_id *id);
+void kevd_cm_destroy_id(struct rdma_cm_id *id);
+int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
+		   struct ib_pd *pd, struct ib_qp_init_attr *qp_attr,
+		   struct rdma_conn_param *param, struct rdma_cm_id **id);
+int kevd_cr_reject(void *cr, const void *private_data, u8 private_data_len);
 
 #endif /* _KEVD_KEVD_H */

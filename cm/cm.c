@@ -1,0 +1,603 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * The CM binding: the events of an rdma_cm_id, as DAT events, into EVDs.
+ *
+ * kevd_cm_bind() makes kevd_cm_handler() the id's event handler and a
+ * struct kevd_cm its context. The consumer's own handler (the one it gave
+ * rdma_create_id()) still hears every event kevd does not map, and finds
+ * its context with kevd_cm_context(). Documentation/kevd/cm.rst has the
+ * table of events.
+ *
+ * Objects:
+ *   - a binding per id: one the consumer bound (a listener, or an id that
+ *     connects), or a request: the id rdma_cm made for a CONNECT_REQUEST,
+ *     pending until kevd_cr_accept() makes it an endpoint or
+ *     kevd_cr_reject() ends it;
+ *   - a request's handle (the CR event's cr) is its index in kevd_crs.
+ *     Whoever takes it out (accept, reject, the listener's destruction,
+ *     DEVICE_REMOVAL) owns the request: a handle works at most once, and a
+ *     stale one finds nothing;
+ *   - private data is copied into the binding (struct kevd_cm_pdata) and
+ *     freed with it, after its id is destroyed.
+ *
+ * Context and locking:
+ *   - kevd_cm_handler() runs in rdma_cm's thread and may sleep. rdma_cm
+ *     serialises it per id (its handler_mutex), and holds the listener's
+ *     while a request's CONNECT_REQUEST runs;
+ *   - kevd_cm_mutex guards the lists of pending requests and is held
+ *     across taking a handle out of kevd_crs, so that a request is on its
+ *     listener's list exactly while its handle is valid. Nothing sleeps
+ *     under it and no rdma_cm call is made under it;
+ *   - kevd_cr_accept() sets the EVDs of a request under the id's handler
+ *     mutex (rdma_lock_handler()), so the handler never sees them change;
+ *   - lifetime: a binding lives as long as its id. kevd_cm_destroy_id()
+ *     destroys the id first (rdma_destroy_id() waits for a running
+ *     handler), then the binding. A handler that returns non-zero, after
+ *     which rdma_cm destroys the id, releases the binding first.
+ */
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/xarray.h>
+#include <rdma/ib.h>
+#include <rdma/ib_cm.h>
+#include <rdma/rdma_cm.h>
+#include "kevd_internal.h"
+
+/**
+ * struct kevd_cm - the binding of one rdma_cm_id.
+ * @id: the id.
+ * @cr_evd: where CONNECT_REQUESTs go, or NULL.
+ * @conn_evd: where connection events go, or NULL.
+ * @async_evd: where DEVICE_REMOVAL goes, or NULL.
+ * @ep: the endpoint handle of connection events.
+ * @sp: the service point handle of CR events.
+ * @chain: the consumer's handler, for the events kevd does not map.
+ * @chain_ctx: the consumer's context (kevd_cm_context()).
+ * @pdata: private data copies, freed with the binding.
+ * @requests: on a listener, its pending requests; under kevd_cm_mutex.
+ * @request_node: on a pending request, its place on @requests.
+ * @handle: on a pending request, its index in kevd_crs; 0 otherwise.
+ */
+struct kevd_cm {
+	struct rdma_cm_id *id;
+	struct kevd *cr_evd;
+	struct kevd *conn_evd;
+	struct kevd *async_evd;
+	void *ep;
+	void *sp;
+	rdma_cm_event_handler chain;
+	void *chain_ctx;
+	struct list_head pdata;
+	struct list_head requests;
+	struct list_head request_node;
+	u32 handle;
+};
+
+struct kevd_cm_pdata {
+	struct list_head node;
+	u8 data[];
+};
+
+static DEFINE_XARRAY_ALLOC1(kevd_crs);
+static u32 kevd_crs_next;
+static DEFINE_MUTEX(kevd_cm_mutex);	/* the lists of pending requests */
+
+static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
+
+/* --- EVDs and private data ---------------------------------------------- */
+
+static void kevd_cm_unhold_all(struct kevd_cm *cm)
+{
+	if (cm->cr_evd)
+		kevd_cm_unhold(cm->cr_evd);
+	if (cm->conn_evd)
+		kevd_cm_unhold(cm->conn_evd);
+	if (cm->async_evd)
+		kevd_cm_unhold(cm->async_evd);
+	cm->cr_evd = NULL;
+	cm->conn_evd = NULL;
+	cm->async_evd = NULL;
+}
+
+/*
+ * Take the EVDs of @attr into @cm: each must be open and have its stream.
+ * On failure nothing is held.
+ */
+static int kevd_cm_hold_all(struct kevd_cm *cm, const struct kevd_cm_attr *attr)
+{
+	static const u32 flag[] = {
+		KEVD_CR_FLAG, KEVD_CONNECTION_FLAG, KEVD_ASYNC_FLAG,
+	};
+	struct kevd *want[] = { attr->cr_evd, attr->conn_evd, attr->async_evd };
+	struct kevd **slot[] = { &cm->cr_evd, &cm->conn_evd, &cm->async_evd };
+	int i;
+
+	if (!attr->cr_evd && !attr->conn_evd)
+		return -EINVAL;
+	for (i = 0; i < ARRAY_SIZE(want); i++) {
+		if (!want[i])
+			continue;
+		if (kevd_cm_hold(want[i], flag[i])) {
+			kevd_cm_unhold_all(cm);
+			return -EINVAL;
+		}
+		*slot[i] = want[i];
+	}
+	return 0;
+}
+
+static struct kevd_cm *kevd_cm_alloc(struct rdma_cm_id *id)
+{
+	struct kevd_cm *cm = kzalloc(sizeof(*cm), GFP_KERNEL);
+
+	if (!cm)
+		return NULL;
+	cm->id = id;
+	INIT_LIST_HEAD(&cm->pdata);
+	INIT_LIST_HEAD(&cm->requests);
+	INIT_LIST_HEAD(&cm->request_node);
+	return cm;
+}
+
+static void kevd_cm_release(struct kevd_cm *cm)
+{
+	struct kevd_cm_pdata *pd, *tmp;
+
+	kevd_cm_unhold_all(cm);
+	list_for_each_entry_safe(pd, tmp, &cm->pdata, node)
+		kfree(pd);
+	kfree(cm);
+}
+
+/*
+ * Copy the private data of @ev into @cm: the poster's buffer lives only
+ * as long as the handler runs. Returns the copy, or NULL if there is none
+ * (or no memory: the event then goes without it).
+ */
+static const void *kevd_cm_copy_pdata(struct kevd_cm *cm,
+				      const struct rdma_cm_event *ev, u32 *size)
+{
+	u32 len = min_t(u32, ev->param.conn.private_data_len,
+			KEVD_CM_MAX_PRIVATE_DATA);
+	struct kevd_cm_pdata *pd;
+
+	*size = 0;
+	if (!ev->param.conn.private_data || !len)
+		return NULL;
+	pd = kmalloc(struct_size(pd, data, len), GFP_KERNEL);
+	if (!pd)
+		return NULL;
+	memcpy(pd->data, ev->param.conn.private_data, len);
+	list_add_tail(&pd->node, &cm->pdata);
+	*size = len;
+	return pd->data;
+}
+
+/* --- requests: handles ---------------------------------------------------- */
+
+/* Take a pending request by its handle: the caller owns it after. */
+static struct kevd_cm *kevd_cr_claim(void *cr)
+{
+	struct kevd_cm *req;
+
+	mutex_lock(&kevd_cm_mutex);
+	req = xa_erase(&kevd_crs, (unsigned long)cr);
+	if (req) {
+		list_del_init(&req->request_node);
+		req->handle = 0;
+	}
+	mutex_unlock(&kevd_cm_mutex);
+	return req;
+}
+
+/* Reject and destroy a request the caller owns. Not from its handler. */
+static void kevd_cr_end(struct kevd_cm *req, const void *pdata, u8 len)
+{
+	int ret;
+
+	rdma_lock_handler(req->id);
+	ret = rdma_reject(req->id, pdata, len, IB_CM_REJ_CONSUMER_DEFINED);
+	rdma_unlock_handler(req->id);
+	if (ret)
+		pr_debug("kevd: rdma_reject: %d\n", ret);
+	rdma_destroy_id(req->id);
+	kevd_cm_release(req);
+}
+
+/* A listener goes: reject the requests nobody accepted or rejected. */
+static void kevd_cm_end_requests(struct kevd_cm *cm)
+{
+	struct kevd_cm *req, *tmp;
+	LIST_HEAD(mine);
+
+	mutex_lock(&kevd_cm_mutex);
+	list_for_each_entry_safe(req, tmp, &cm->requests, request_node) {
+		xa_erase(&kevd_crs, req->handle);
+		req->handle = 0;
+		list_move_tail(&req->request_node, &mine);
+	}
+	mutex_unlock(&kevd_cm_mutex);
+	list_for_each_entry_safe(req, tmp, &mine, request_node) {
+		list_del_init(&req->request_node);
+		kevd_cr_end(req, NULL, 0);
+	}
+}
+
+/* --- the handler ---------------------------------------------------------- */
+
+/* The connection qualifier of a request: the port it came to. */
+static u64 kevd_cm_qual(struct rdma_cm_id *id)
+{
+	struct sockaddr *sa = (struct sockaddr *)&id->route.addr.src_addr;
+
+	switch (sa->sa_family) {
+	case AF_INET:
+		return ntohs(((struct sockaddr_in *)sa)->sin_port);
+	case AF_INET6:
+		return ntohs(((struct sockaddr_in6 *)sa)->sin6_port);
+	case AF_IB:
+		return be64_to_cpu(((struct sockaddr_ib *)sa)->sib_sid);
+	}
+	return 0;
+}
+
+/* Did the peer's consumer reject (as rdma_consumer_reject_data() asks)? */
+static bool kevd_cm_peer_rejected(struct rdma_cm_id *id, int status)
+{
+	if (id->device && rdma_protocol_iwarp(id->device, id->port_num))
+		return status == -ECONNREFUSED;
+	return status == IB_CM_REJ_CONSUMER_DEFINED;
+}
+
+/* The consumer's handler, for an event kevd does not map. */
+static int kevd_cm_chain(struct kevd_cm *cm, struct rdma_cm_id *id,
+			 struct rdma_cm_event *ev)
+{
+	int ret = cm->chain(id, ev);
+
+	if (ret) {
+		/* rdma_cm destroys the id: the binding goes first */
+		kevd_cm_end_requests(cm);
+		kevd_cm_release(cm);
+	}
+	return ret;
+}
+
+static int kevd_cm_request(struct kevd_cm *listener, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev)
+{
+	struct kevd_event cr = {
+		.event_number = KEVD_CONNECTION_REQUEST_EVENT,
+		.cr.sp = listener->sp,
+		.cr.conn_qual = kevd_cm_qual(id),
+	};
+	struct kevd_cm *req;
+	int ret;
+
+	if (!listener->cr_evd)
+		return -ECONNREFUSED;	/* rdma_cm rejects and destroys it */
+	req = kevd_cm_alloc(id);
+	if (!req)
+		return -ENOMEM;
+	req->chain = listener->chain;
+	req->chain_ctx = listener->chain_ctx;
+	cr.cr.private_data = kevd_cm_copy_pdata(req, ev,
+						&cr.cr.private_data_size);
+	mutex_lock(&kevd_cm_mutex);
+	ret = xa_alloc_cyclic(&kevd_crs, &req->handle, req, xa_limit_31b,
+			      &kevd_crs_next, GFP_KERNEL);
+	if (ret >= 0)
+		list_add_tail(&req->request_node, &listener->requests);
+	mutex_unlock(&kevd_cm_mutex);
+	if (ret < 0) {
+		kevd_cm_release(req);
+		return ret;
+	}
+	cr.cr.cr = (void *)(unsigned long)req->handle;
+	id->context = req;
+	ret = kevd_post_event(listener->cr_evd, &cr);
+	if (ret && kevd_cr_claim(cr.cr.cr)) {
+		/* dropped (the overflow is raised): refuse it */
+		kevd_cm_release(req);
+		return ret;
+	}
+	/* From here the consumer may own it: no touching @req. */
+	return 0;
+}
+
+/* Post a connection event of @cm's endpoint; with its private data. */
+static int kevd_cm_connection(struct kevd_cm *cm, struct rdma_cm_id *id,
+			      struct rdma_cm_event *ev, u32 number, bool pdata)
+{
+	struct kevd_event conn = {
+		.event_number = number,
+		.connection.ep = cm->ep,
+	};
+
+	if (!cm->conn_evd)
+		return kevd_cm_chain(cm, id, ev);
+	if (pdata)
+		conn.connection.private_data =
+			kevd_cm_copy_pdata(cm, ev,
+					   &conn.connection.private_data_size);
+	/* a drop raised the overflow: never silent, the id stays */
+	kevd_post_event(cm->conn_evd, &conn);
+	return 0;
+}
+
+static int kevd_cm_removal(struct kevd_cm *cm, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev)
+{
+	struct kevd_event cat = {
+		.event_number = KEVD_ASYNC_ERROR_IA_CATASTROPHIC,
+		.async.handle = id->device,
+		.async.reason = RDMA_CM_EVENT_DEVICE_REMOVAL,
+	};
+
+	if (cm->handle) {
+		/* a pending request: if kevd still owns it, rdma_cm ends it */
+		if (!kevd_cr_claim((void *)(unsigned long)cm->handle))
+			return 0;
+		kevd_cm_release(cm);
+		return -ENODEV;
+	}
+	if (!cm->async_evd)
+		return kevd_cm_chain(cm, id, ev);
+	kevd_post_event(cm->async_evd, &cat);
+	return 0;
+}
+
+static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct kevd_cm *cm = id->context;
+	bool peer;
+	u32 num;
+
+	if (cm->id != id) {
+		/* a new id rdma_cm made for a request to listener @cm */
+		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+			return -EINVAL;
+		return kevd_cm_request(cm, id, ev);
+	}
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ESTABLISHED:
+		return kevd_cm_connection(cm, id, ev,
+					  KEVD_CONNECTION_EVENT_ESTABLISHED,
+					  true);
+	case RDMA_CM_EVENT_DISCONNECTED:
+		return kevd_cm_connection(cm, id, ev,
+					  KEVD_CONNECTION_EVENT_DISCONNECTED,
+					  false);
+	case RDMA_CM_EVENT_REJECTED:
+		peer = kevd_cm_peer_rejected(id, ev->status);
+		num = peer ? KEVD_CONNECTION_EVENT_PEER_REJECTED :
+			     KEVD_CONNECTION_EVENT_NON_PEER_REJECTED;
+		return kevd_cm_connection(cm, id, ev, num, peer);
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		num = ev->status == -ETIMEDOUT ?
+		      KEVD_CONNECTION_EVENT_TIMED_OUT :
+		      KEVD_CONNECTION_EVENT_UNREACHABLE;
+		return kevd_cm_connection(cm, id, ev, num, false);
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		return kevd_cm_removal(cm, id, ev);
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+		return 0;	/* no DAT meaning: the QP may be reused */
+	default:
+		/* address and route resolved, a response without a QP, ... */
+		return kevd_cm_chain(cm, id, ev);
+	}
+}
+
+/* --- the API --------------------------------------------------------------- */
+
+/**
+ * kevd_cm_bind() - post the events of an rdma_cm_id to EVDs.
+ * @id: an id straight from rdma_create_id(): before rdma_resolve_addr(),
+ *	rdma_listen() or anything else that raises an event on it.
+ * @attr: the EVDs and handles.
+ *
+ * kevd's handler takes over the id. It maps the events that have a DAT
+ * meaning (Documentation/kevd/cm.rst) and passes the others (address and
+ * route resolved, ...) to the handler the id was created with. That
+ * handler finds its context with kevd_cm_context(): the id's context is
+ * kevd's. The binding ends with kevd_cm_destroy_id().
+ *
+ * Context: process context.
+ * Return: 0; -EINVAL for a NULL argument, an id already bound, no CR or
+ * connection EVD, or an EVD without its stream; -ENOMEM.
+ */
+int kevd_cm_bind(struct rdma_cm_id *id, const struct kevd_cm_attr *attr)
+{
+	struct kevd_cm *cm;
+	int ret;
+
+	if (!id || !attr || id->event_handler == kevd_cm_handler)
+		return -EINVAL;
+	cm = kevd_cm_alloc(id);
+	if (!cm)
+		return -ENOMEM;
+	ret = kevd_cm_hold_all(cm, attr);
+	if (ret) {
+		kevd_cm_release(cm);
+		return ret;
+	}
+	cm->ep = attr->ep ?: id;
+	cm->sp = attr->sp ?: id;
+	cm->chain = id->event_handler;
+	cm->chain_ctx = id->context;
+	id->context = cm;
+	id->event_handler = kevd_cm_handler;
+	return 0;
+}
+EXPORT_SYMBOL_GPL(kevd_cm_bind);
+
+/**
+ * kevd_cm_context() - the consumer's context of a bound id.
+ * @id: an id bound by kevd_cm_bind() or kevd_cr_accept().
+ *
+ * Context: any.
+ * Return: the context the id was created with (an accepted id: that of
+ * its listener), or @id->context for an id kevd does not bind.
+ */
+void *kevd_cm_context(struct rdma_cm_id *id)
+{
+	struct kevd_cm *cm = id->context;
+
+	return id->event_handler == kevd_cm_handler ? cm->chain_ctx : cm;
+}
+EXPORT_SYMBOL_GPL(kevd_cm_context);
+
+/**
+ * kevd_cm_destroy_id() - destroy a bound id and end its binding.
+ * @id: an id bound by kevd_cm_bind() or kevd_cr_accept().
+ *
+ * Destroys the id's QP (rdma_destroy_qp()) if it has one, then the id;
+ * no handler runs after. The requests of a listener that nobody accepted
+ * or rejected are rejected. The private data of its events is freed, and
+ * its EVDs can be freed again.
+ *
+ * Context: process context; sleeps. Not from a CM event handler.
+ */
+void kevd_cm_destroy_id(struct rdma_cm_id *id)
+{
+	struct kevd_cm *cm;
+
+	if (!id)
+		return;
+	might_sleep();
+	cm = id->context;
+	if (id->qp)
+		rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	kevd_cm_end_requests(cm);
+	kevd_cm_release(cm);
+}
+EXPORT_SYMBOL_GPL(kevd_cm_destroy_id);
+
+/* The most private data a reply (@reject: a reject) may carry on @id. */
+static u32 kevd_cm_send_max(struct rdma_cm_id *id, bool reject)
+{
+	if (id->device && rdma_protocol_iwarp(id->device, id->port_num))
+		return KEVD_CM_MAX_PRIVATE_DATA;
+	return reject ? IB_CM_REJ_PRIVATE_DATA_SIZE :
+			IB_CM_REP_PRIVATE_DATA_SIZE;
+}
+
+/* Is @cr a pending request whose transport takes @len bytes? */
+static int kevd_cr_check(void *cr, u32 len, bool reject)
+{
+	struct kevd_cm *req;
+	int ret = -EINVAL;
+
+	mutex_lock(&kevd_cm_mutex);
+	req = xa_load(&kevd_crs, (unsigned long)cr);
+	if (req && len <= kevd_cm_send_max(req->id, reject))
+		ret = 0;
+	mutex_unlock(&kevd_cm_mutex);
+	return ret;
+}
+
+/**
+ * kevd_cr_accept() - accept a connection request.
+ * @cr: the handle of a CR event.
+ * @attr: the EVDs and endpoint handle of the new connection (a
+ *	@attr->conn_evd is needed).
+ * @pd: the protection domain of its QP.
+ * @qp_attr: its QP (rdma_create_qp() on the request's id).
+ * @param: rdma_accept()'s parameters, private data included.
+ * @id: the accepted id, bound as by kevd_cm_bind(): the consumer
+ *	disconnects it and ends it with kevd_cm_destroy_id().
+ *
+ * Bad arguments change nothing: the request stays pending. Once the
+ * handle is taken, a failure of the QP or of rdma_accept() rejects the
+ * request and returns the error.
+ *
+ * Context: process context; sleeps. Not from a CM event handler.
+ * Return: 0; -EINVAL for a NULL argument, a handle that is not a pending
+ * request (accepted, rejected, or its listener destroyed), an EVD without
+ * its stream, or more private data than the transport carries; or the
+ * error of rdma_create_qp() or rdma_accept().
+ */
+int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
+		   struct ib_pd *pd, struct ib_qp_init_attr *qp_attr,
+		   struct rdma_conn_param *param, struct rdma_cm_id **id)
+{
+	struct kevd_cm held = { }, *req;
+	int ret;
+
+	if (!attr || !attr->conn_evd || !pd || !qp_attr || !param || !id ||
+	    (param->private_data_len && !param->private_data))
+		return -EINVAL;
+	might_sleep();
+	ret = kevd_cr_check(cr, param->private_data_len, false);
+	if (ret)
+		return ret;
+	ret = kevd_cm_hold_all(&held, attr);
+	if (ret)
+		return ret;
+	req = kevd_cr_claim(cr);
+	if (!req) {
+		kevd_cm_unhold_all(&held);
+		return -EINVAL;
+	}
+	ret = rdma_create_qp(req->id, pd, qp_attr);
+	if (ret)
+		goto err;
+	rdma_lock_handler(req->id);
+	req->cr_evd = held.cr_evd;
+	req->conn_evd = held.conn_evd;
+	req->async_evd = held.async_evd;
+	req->ep = attr->ep ?: req->id;
+	req->sp = attr->sp ?: req->id;
+	ret = rdma_accept(req->id, param);
+	rdma_unlock_handler(req->id);
+	if (ret) {
+		rdma_destroy_qp(req->id);
+		kevd_cr_end(req, NULL, 0);
+		return ret;
+	}
+	*id = req->id;
+	return 0;
+
+err:
+	kevd_cm_unhold_all(&held);
+	kevd_cr_end(req, NULL, 0);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kevd_cr_accept);
+
+/**
+ * kevd_cr_reject() - reject a connection request.
+ * @cr: the handle of a CR event.
+ * @private_data: private data for the requester, or NULL.
+ * @private_data_len: its size.
+ *
+ * The requester sees a consumer reject (DAT: PEER_REJECTED). The request's
+ * id is destroyed, with its private data.
+ *
+ * Context: process context; sleeps. Not from a CM event handler.
+ * Return: 0 (also when the CM could not send the reject: the request is
+ * gone either way); -EINVAL for a handle that is not a pending request,
+ * or more private data than the transport carries (the request stays).
+ */
+int kevd_cr_reject(void *cr, const void *private_data, u8 private_data_len)
+{
+	struct kevd_cm *req;
+
+	if (private_data_len && !private_data)
+		return -EINVAL;
+	might_sleep();
+	if (kevd_cr_check(cr, private_data_len, true))
+		return -EINVAL;
+	req = kevd_cr_claim(cr);
+	if (!req)
+		return -EINVAL;
+	kevd_cr_end(req, private_data, private_data_len);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(kevd_cr_reject);

@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * kevd_cm: the CM binding as a consumer uses it, through the public header
+ * and rdma_cm. The ids are real rdma_cm ids without a device; the test
+ * plays rdma_cm and calls the id's event handler with the events a
+ * transport would raise. The expected mapping is written from
+ * Documentation/kevd/cm.rst, not from cm/cm.c.
+ */
+#include <kunit/test.h>
+#include <linux/in.h>
+#include <linux/string.h>
+#include <net/net_namespace.h>
+#include <rdma/ib_cm.h>
+#include <rdma/rdma_cm.h>
+#include <kevd/kevd.h>
+#include "fake_hca.h"
+
+/* The consumer's own handler: hears what kevd does not map. */
+struct cm_chain {
+	int calls;
+	enum rdma_cm_event_type last;
+	int ret;
+};
+
+static int cm_chain_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct cm_chain *c = kevd_cm_context(id);
+
+	c->calls++;
+	c->last = ev->event;
+	return c->ret;
+}
+
+static struct rdma_cm_id *cm_id(struct kunit *test, struct cm_chain *c)
+{
+	struct rdma_cm_id *id;
+
+	id = rdma_create_id(&init_net, cm_chain_handler, c, RDMA_PS_TCP,
+			    IB_QPT_RC);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, id);
+	return id;
+}
+
+static struct kevd *cm_evd(struct kunit *test, u32 qlen, u32 flags,
+			   struct kevd *async_evd)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	attr.qlen = qlen;
+	attr.flags = flags;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.async_evd = async_evd;
+	evd = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
+/* Raise @type on @id as rdma_cm would, with @len bytes of @pdata. */
+static int cm_fire(struct rdma_cm_id *id, enum rdma_cm_event_type type,
+		   int status, const void *pdata, u8 len)
+{
+	struct rdma_cm_event ev = {
+		.event = type,
+		.status = status,
+		.param.conn.private_data = pdata,
+		.param.conn.private_data_len = len,
+	};
+
+	return id->event_handler(id, &ev);
+}
+
+static void cm_pattern(u8 *buf, u32 len, u8 seed)
+{
+	u32 i;
+
+	for (i = 0; i < len; i++)
+		buf[i] = seed + i * 7;
+}
+
+static bool cm_pattern_ok(const void *p, u32 len, u8 seed)
+{
+	const u8 *buf = p;
+	u32 i;
+
+	for (i = 0; i < len; i++)
+		if (buf[i] != (u8)(seed + i * 7))
+			return false;
+	return true;
+}
+
+/* --- the table of Documentation/kevd/cm.rst --------------------------------- */
+
+enum cm_to { CM_CONN, CM_ASYNC, CM_CHAIN, CM_NOWHERE };
+
+static const struct cm_map_case {
+	enum rdma_cm_event_type type;
+	int status;
+	enum cm_to to;
+	u32 number;
+	bool pdata;
+} cm_map_cases[] = {
+	{ RDMA_CM_EVENT_ADDR_RESOLVED, 0, CM_CHAIN },
+	{ RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH, CM_CONN,
+	  KEVD_CONNECTION_EVENT_UNREACHABLE },
+	{ RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT, CM_CONN,
+	  KEVD_CONNECTION_EVENT_TIMED_OUT },
+	{ RDMA_CM_EVENT_ROUTE_RESOLVED, 0, CM_CHAIN },
+	{ RDMA_CM_EVENT_ROUTE_ERROR, -ENETUNREACH, CM_CONN,
+	  KEVD_CONNECTION_EVENT_UNREACHABLE },
+	{ RDMA_CM_EVENT_CONNECT_RESPONSE, 0, CM_CHAIN },
+	{ RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET, CM_CONN,
+	  KEVD_CONNECTION_EVENT_UNREACHABLE },
+	{ RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, CM_CONN,
+	  KEVD_CONNECTION_EVENT_TIMED_OUT },
+	{ RDMA_CM_EVENT_UNREACHABLE, -EHOSTUNREACH, CM_CONN,
+	  KEVD_CONNECTION_EVENT_UNREACHABLE },
+	{ RDMA_CM_EVENT_REJECTED, IB_CM_REJ_CONSUMER_DEFINED, CM_CONN,
+	  KEVD_CONNECTION_EVENT_PEER_REJECTED, true },
+	{ RDMA_CM_EVENT_REJECTED, IB_CM_REJ_INVALID_SERVICE_ID, CM_CONN,
+	  KEVD_CONNECTION_EVENT_NON_PEER_REJECTED },
+	{ RDMA_CM_EVENT_ESTABLISHED, 0, CM_CONN,
+	  KEVD_CONNECTION_EVENT_ESTABLISHED, true },
+	{ RDMA_CM_EVENT_DISCONNECTED, 0, CM_CONN,
+	  KEVD_CONNECTION_EVENT_DISCONNECTED },
+	{ RDMA_CM_EVENT_DEVICE_REMOVAL, 0, CM_ASYNC,
+	  KEVD_ASYNC_ERROR_IA_CATASTROPHIC },
+	{ RDMA_CM_EVENT_MULTICAST_JOIN, 0, CM_CHAIN },
+	{ RDMA_CM_EVENT_MULTICAST_ERROR, 0, CM_CHAIN },
+	{ RDMA_CM_EVENT_ADDR_CHANGE, 0, CM_CHAIN },
+	{ RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, CM_NOWHERE },
+};
+
+/* Every event the running kernel names has a row (CONNECT_REQUEST: below). */
+static void kevd_cm_every_event_has_a_row(struct kunit *test)
+{
+	const char *unknown = rdma_event_msg(-1);
+	int type, i, named = 0;
+	bool found;
+
+	for (type = 0; type < 64; type++) {
+		if (!strcmp(rdma_event_msg(type), unknown))
+			continue;
+		named++;
+		found = type == RDMA_CM_EVENT_CONNECT_REQUEST;
+		for (i = 0; i < ARRAY_SIZE(cm_map_cases); i++)
+			found |= cm_map_cases[i].type == type;
+		KUNIT_EXPECT_TRUE_MSG(test, found, "no row for %s",
+				      rdma_event_msg(type));
+	}
+	KUNIT_EXPECT_GE(test, named, 16);
+}
+
+static void cm_expect_none(struct kunit *test, struct kevd *evd)
+{
+	struct kevd_event ev;
+
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+}
+
+/* The connection event @mc maps to; returns its private data. */
+static const void *cm_expect_conn(struct kunit *test, struct kevd *conn,
+				  const struct cm_map_case *mc, void *ep,
+				  u8 len, u8 seed)
+{
+	const struct kevd_connection_event *ce;
+	struct kevd_event ev;
+
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(conn, &ev), 0);
+	ce = &ev.connection;
+	KUNIT_EXPECT_EQ(test, ev.event_number, mc->number);
+	KUNIT_EXPECT_PTR_EQ(test, ce->ep, ep);
+	KUNIT_EXPECT_EQ(test, ce->private_data_size, mc->pdata ? (u32)len : 0);
+	KUNIT_EXPECT_EQ(test, !!ce->private_data, mc->pdata);
+	if (mc->pdata && ce->private_data)
+		KUNIT_EXPECT_TRUE(test, cm_pattern_ok(ce->private_data, len,
+						      seed));
+	return ce->private_data;
+}
+
+/*
+ * Each event of an endpoint's id, through the binding: posted where the
+ * table says with the endpoint's handle, passed to the consumer's
+ * handler, or consumed. Private data arrives intact after the CM's
+ * buffer is gone (overwritten here), and stays until the id is destroyed.
+ */
+static void kevd_cm_event_map(struct kunit *test)
+{
+	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	const void *kept[ARRAY_SIZE(cm_map_cases)] = { };
+	struct kevd_cm_attr attr = { };
+	struct kevd *conn, *async;
+	struct rdma_cm_id *id;
+	struct kevd_event ev;
+	u8 pdata[KEVD_CM_MAX_PRIVATE_DATA];
+	int i, calls;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	async = cm_evd(test, 16, KEVD_ASYNC_FLAG, NULL);
+	conn = cm_evd(test, 16, KEVD_CONNECTION_FLAG, NULL);
+	id = cm_id(test, c);
+	attr.conn_evd = conn;
+	attr.async_evd = async;
+	attr.ep = c;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(id, &attr), 0);
+	KUNIT_EXPECT_PTR_EQ(test, kevd_cm_context(id), (void *)c);
+
+	for (i = 0; i < ARRAY_SIZE(cm_map_cases); i++) {
+		const struct cm_map_case *mc = &cm_map_cases[i];
+		u8 len = 40 + i;
+
+		kunit_info(test, "%s status %d", rdma_event_msg(mc->type),
+			   mc->status);
+		cm_pattern(pdata, len, i);
+		calls = c->calls;
+		KUNIT_EXPECT_EQ(test, cm_fire(id, mc->type, mc->status, pdata,
+					      len), 0);
+		memset(pdata, 0, sizeof(pdata));
+		KUNIT_EXPECT_EQ(test, c->calls, calls + (mc->to == CM_CHAIN));
+		if (mc->to == CM_CHAIN)
+			KUNIT_EXPECT_EQ(test, c->last, mc->type);
+		if (mc->to == CM_ASYNC) {
+			KUNIT_ASSERT_EQ(test, kevd_dequeue(async, &ev), 0);
+			KUNIT_EXPECT_EQ(test, ev.event_number, mc->number);
+			KUNIT_EXPECT_EQ(test, ev.async.reason, (u32)mc->type);
+		}
+		if (mc->to == CM_CONN)
+			kept[i] = cm_expect_conn(test, conn, mc, c, len, i);
+		cm_expect_none(test, conn);
+		cm_expect_none(test, async);
+	}
+	/* the copies live until the id is destroyed */
+	for (i = 0; i < ARRAY_SIZE(cm_map_cases); i++)
+		if (kept[i])
+			KUNIT_EXPECT_TRUE(test, cm_pattern_ok(kept[i], 40 + i, i));
+
+	KUNIT_EXPECT_EQ(test, kevd_free(conn), -EBUSY);
+	KUNIT_EXPECT_EQ(test, kevd_free(async), -EBUSY);
+	kevd_cm_destroy_id(id);
+	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(async), 0);
+}
+
+/* A CONNECT_REQUEST to listener @lid: the new id rdma_cm would make. */
+static struct rdma_cm_id *cm_request(struct kunit *test, struct rdma_cm_id *lid,
+				     u16 port, const void *pdata, u8 len,
+				     int *ret)
+{
+	struct rdma_cm_id *id;
+	struct sockaddr_in *sin;
+
+	id = rdma_create_id(&init_net, lid->event_handler, lid->context,
+			    RDMA_PS_TCP, IB_QPT_RC);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, id);
+	sin = (struct sockaddr_in *)&id->route.addr.src_addr;
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons(port);
+	*ret = cm_fire(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, pdata, len);
+	return id;
+}
+
+/*
+ * Accept with a PD of the fake HCA: the ids here have no device, so if
+ * the request were taken, rdma_create_qp() would refuse the PD and the
+ * request would be rejected; the tests look at the checks before that.
+ */
+static int cm_accept(struct kunit *test, void *cr,
+		     const struct kevd_cm_attr *attr)
+{
+	struct ib_pd *pd = kunit_kzalloc(test, sizeof(*pd), GFP_KERNEL);
+	struct rdma_conn_param param = { };
+	struct ib_qp_init_attr qp_attr = { };
+	struct rdma_cm_id *id = NULL;
+	struct fake_hca *hca;
+	int ret;
+
+	KUNIT_ASSERT_NOT_NULL(test, pd);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	pd->device = fake_hca_ibdev(hca);
+	ret = kevd_cr_accept(cr, attr, pd, &qp_attr, &param, &id);
+	fake_hca_destroy(hca);
+	return ret;
+}
+
+/*
+ * A listener's request: a CR event with the service point, the port and
+ * the requester's private data (kevd's copy); then a handle that works
+ * exactly once, bad arguments that leave the request pending, and EVDs
+ * that cannot be freed under a binding.
+ */
+static void kevd_cm_request_and_reject(struct kunit *test)
+{
+	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	u8 pdata[IB_CM_REJ_PRIVATE_DATA_SIZE + 1];
+	struct kevd_cm_attr attr = { }, bad = { };
+	struct rdma_cm_id *lid, *req;
+	struct kevd *cr_evd, *conn;
+	struct kevd_event ev;
+	int ret;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	cr_evd = cm_evd(test, 16, KEVD_CR_FLAG, NULL);
+	conn = cm_evd(test, 16, KEVD_CONNECTION_FLAG, NULL);
+	lid = cm_id(test, c);
+	attr.cr_evd = cr_evd;
+	attr.sp = test;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(lid, &attr), 0);
+
+	cm_pattern(pdata, 56, 3);
+	req = cm_request(test, lid, 7471, pdata, 56, &ret);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+	memset(pdata, 0, sizeof(pdata));
+	KUNIT_EXPECT_PTR_EQ(test, kevd_cm_context(req), (void *)c);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(cr_evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_REQUEST_EVENT);
+	KUNIT_EXPECT_PTR_EQ(test, ev.cr.sp, (void *)test);
+	KUNIT_EXPECT_EQ(test, ev.cr.conn_qual, 7471ULL);
+	KUNIT_EXPECT_EQ(test, ev.cr.private_data_size, 56U);
+	KUNIT_ASSERT_NOT_NULL(test, ev.cr.private_data);
+	KUNIT_EXPECT_TRUE(test, cm_pattern_ok(ev.cr.private_data, 56, 3));
+	KUNIT_EXPECT_NOT_NULL(test, ev.cr.cr);
+
+	/* bad arguments: the request stays pending */
+	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, pdata,
+					     sizeof(pdata)), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, NULL, 4), -EINVAL);
+	KUNIT_EXPECT_EQ(test, cm_accept(test, ev.cr.cr, &bad), -EINVAL);
+	bad.conn_evd = cr_evd;		/* no connection stream */
+	KUNIT_EXPECT_EQ(test, cm_accept(test, ev.cr.cr, &bad), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_free(cr_evd), -EBUSY);
+
+	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, pdata, 8), 0);
+	/* once only, whatever comes next */
+	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, NULL, 0), -EINVAL);
+	attr.conn_evd = conn;
+	KUNIT_EXPECT_EQ(test, cm_accept(test, ev.cr.cr, &attr), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_cr_reject(NULL, NULL, 0), -EINVAL);
+
+	kevd_cm_destroy_id(lid);
+	KUNIT_EXPECT_EQ(test, kevd_free(cr_evd), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
+}
+
+/*
+ * Requests nobody took when the listener goes are rejected with it, and
+ * their handles go stale; a listener without a CR EVD, or whose CR EVD is
+ * full, refuses requests (rdma_cm destroys the new id) and the full one
+ * says so with an overflow.
+ */
+static void kevd_cm_requests_end(struct kunit *test)
+{
+	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	struct kevd_cm_attr attr = { };
+	struct kevd *cr_evd, *conn, *async;
+	struct rdma_cm_id *lid, *req;
+	struct kevd_event ev;
+	struct kevd_param p;
+	u32 n = 0;
+	int ret;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	async = cm_evd(test, 16, KEVD_ASYNC_FLAG, NULL);
+	cr_evd = cm_evd(test, 1, KEVD_CR_FLAG, async);
+	conn = cm_evd(test, 16, KEVD_CONNECTION_FLAG, NULL);
+
+	/* no CR EVD: refused */
+	lid = cm_id(test, c);
+	attr.conn_evd = conn;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(lid, &attr), 0);
+	req = cm_request(test, lid, 1, NULL, 0, &ret);
+	KUNIT_EXPECT_NE(test, ret, 0);
+	rdma_destroy_id(req);		/* what rdma_cm does on non-zero */
+	kevd_cm_destroy_id(lid);
+
+	/* a CR EVD that fills up: queue length and headroom, then refused */
+	lid = cm_id(test, c);
+	attr.conn_evd = NULL;
+	attr.cr_evd = cr_evd;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(lid, &attr), 0);
+	do {
+		req = cm_request(test, lid, 2, NULL, 0, &ret);
+	} while (!ret && ++n < 64);
+	KUNIT_EXPECT_LT(test, n, 64U);
+	if (ret)
+		rdma_destroy_id(req);	/* what rdma_cm does on non-zero */
+	KUNIT_ASSERT_EQ(test, kevd_query(cr_evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.count, n);
+	KUNIT_EXPECT_GT(test, n, p.qlen);	/* the headroom was used */
+	KUNIT_EXPECT_EQ(test, p.stats.drops, 1ULL);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(async, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_ASYNC_ERROR_EVD_OVERFLOW);
+
+	/* the listener goes: every pending request with it */
+	kevd_cm_destroy_id(lid);
+	attr.conn_evd = conn;
+	while (!kevd_dequeue(cr_evd, &ev)) {
+		KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, NULL, 0),
+				-EINVAL);
+		KUNIT_EXPECT_EQ(test, cm_accept(test, ev.cr.cr, &attr), -EINVAL);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_free(cr_evd), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(async), 0);
+}
+
+/*
+ * Binding needs an id, a CR or connection EVD, and EVDs with their
+ * streams; an id binds once. A consumer handler that returns non-zero
+ * (rdma_cm then destroys the id) ends the binding: its EVDs are free.
+ */
+static void kevd_cm_bind_checks(struct kunit *test)
+{
+	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	struct kevd_cm_attr attr = { };
+	struct kevd *conn, *sw;
+	struct rdma_cm_id *id;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	conn = cm_evd(test, 16, KEVD_CONNECTION_FLAG, NULL);
+	sw = cm_evd(test, 16, KEVD_SOFTWARE_FLAG, NULL);
+	id = cm_id(test, c);
+	KUNIT_EXPECT_EQ(test, kevd_cm_bind(NULL, &attr), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_cm_bind(id, NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_cm_bind(id, &attr), -EINVAL);
+	attr.conn_evd = sw;
+	KUNIT_EXPECT_EQ(test, kevd_cm_bind(id, &attr), -EINVAL);
+	attr.conn_evd = conn;
+	attr.async_evd = sw;
+	KUNIT_EXPECT_EQ(test, kevd_cm_bind(id, &attr), -EINVAL);
+	attr.async_evd = NULL;
+	attr.cr_evd = conn;
+	KUNIT_EXPECT_EQ(test, kevd_cm_bind(id, &attr), -EINVAL);
+	/* nothing was held by the failed binds */
+	KUNIT_EXPECT_EQ(test, kevd_free(sw), 0);
+	attr.cr_evd = NULL;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(id, &attr), 0);
+	KUNIT_EXPECT_EQ(test, kevd_cm_bind(id, &attr), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_free(conn), -EBUSY);
+
+	c->ret = -ENOENT;
+	KUNIT_EXPECT_EQ(test, cm_fire(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0,
+				      NULL, 0), -ENOENT);
+	KUNIT_EXPECT_EQ(test, c->calls, 1);
+	rdma_destroy_id(id);		/* what rdma_cm does on non-zero */
+	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
+}
+
+static struct kunit_case kevd_cm_cases[] = {
+	KUNIT_CASE(kevd_cm_every_event_has_a_row),
+	KUNIT_CASE(kevd_cm_event_map),
+	KUNIT_CASE(kevd_cm_request_and_reject),
+	KUNIT_CASE(kevd_cm_requests_end),
+	KUNIT_CASE(kevd_cm_bind_checks),
+	{}
+};
+
+static struct kunit_suite kevd_cm_suite = {
+	.name = "kevd_cm",
+	.test_cases = kevd_cm_cases,
+};
+
+kunit_test_suite(kevd_cm_suite);
