@@ -243,12 +243,21 @@ static u64 kevd_cm_qual(struct rdma_cm_id *id)
 	return 0;
 }
 
-/* Did the peer's consumer reject (as rdma_consumer_reject_data() asks)? */
-static bool kevd_cm_peer_rejected(struct rdma_cm_id *id, int status)
+/*
+ * Did the peer's consumer reject? IB and RoCE say so with the reject
+ * reason. On iWARP, rdma_cm takes -ECONNREFUSED for it (cxgb4), but siw
+ * reports an MPA reject as -ECONNRESET, which also stands for a broken
+ * MPA exchange: there, only a reply that carries the rejecter's private
+ * data counts.
+ */
+static bool kevd_cm_peer_rejected(struct rdma_cm_id *id,
+				  const struct rdma_cm_event *ev)
 {
 	if (id->device && rdma_protocol_iwarp(id->device, id->port_num))
-		return status == -ECONNREFUSED;
-	return status == IB_CM_REJ_CONSUMER_DEFINED;
+		return ev->status == -ECONNREFUSED ||
+		       (ev->status == -ECONNRESET &&
+			ev->param.conn.private_data_len);
+	return ev->status == IB_CM_REJ_CONSUMER_DEFINED;
 }
 
 /* The consumer's handler, for an event kevd does not map. */
@@ -367,11 +376,17 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 					  KEVD_CONNECTION_EVENT_ESTABLISHED,
 					  true);
 	case RDMA_CM_EVENT_DISCONNECTED:
+		/*
+		 * Answer the peer (an IB DREP), as uDAPL does, or its own
+		 * DISCONNECTED waits for the DREQ to time out; the QP goes to
+		 * error first, so its flushes start before the event is posted.
+		 */
+		rdma_disconnect(id);
 		return kevd_cm_connection(cm, id, ev,
 					  KEVD_CONNECTION_EVENT_DISCONNECTED,
 					  false);
 	case RDMA_CM_EVENT_REJECTED:
-		peer = kevd_cm_peer_rejected(id, ev->status);
+		peer = kevd_cm_peer_rejected(id, ev);
 		num = peer ? KEVD_CONNECTION_EVENT_PEER_REJECTED :
 			     KEVD_CONNECTION_EVENT_NON_PEER_REJECTED;
 		return kevd_cm_connection(cm, id, ev, num, peer);
