@@ -74,7 +74,8 @@ ktap_end() {
 kevd_loaded() { [ -d /sys/module/kevd ]; }
 
 unload_all() {
-	for m in kevd_test kevd_bench kevd_pingpong kevd_rc kevd_demo kevd_fake_hca kevd; do
+	for m in kevd_test kevd_bench kevd_pingpong kevd_connect kevd_rc kevd_demo \
+		 kevd_fake_hca kevd; do
 		[ -d /sys/module/$m ] && rmmod $m
 	done
 	return 0
@@ -232,15 +233,29 @@ rdma_devices() {
 	$MP siw && $MP rdma_rxe && $MP dummy numdummies=0 || return 1
 	# rdma_cm does not run over lo (nor with 127/8 on another netdev):
 	# siw gets its own dummy netdev with an IPv6 link-local address that
-	# never leaves the guest; rxe uses raw verbs and its GID on dummy0.
+	# never leaves the guest; rxe uses raw verbs and its GID on dummy0 in
+	# kevd_pingpong, rdma_cm to fe80::3 on dummy0 in kevd_connect.
 	$IP link set lo up
 	$IP link add dummy0 type dummy && $IP link set dummy0 up || return 1
 	$IP link add dummy1 type dummy && $IP link set dummy1 up || return 1
 	$IP -6 addr add fe80::2/64 dev dummy1 nodad || return 1
+	$IP -6 addr add fe80::3/64 dev dummy0 nodad || return 1
 	rdma link add siw0 type siw netdev dummy1 || return 1
 	rdma link add rxe0 type rxe netdev dummy0 || return 1
 	rdma_up=1
 	rdma link show
+}
+
+# kevd_connect's device list: the soft devices and their rdma_cm addresses.
+cm_devs() { # devices...
+	list=
+	for dev in "$@"; do
+		case $dev in
+		siw0) list="${list:+$list,}siw0@fe80::2" ;;
+		rxe0) list="${list:+$list,}rxe0@fe80::3" ;;
+		esac
+	done
+	echo "$list"
 }
 
 # kevd_pingpong on each device of kevd_e2e_devs (comma-separated; default
@@ -263,12 +278,16 @@ e2e_suite() { # pingpong parameters...
 		dmesg | grep -E 'kevd-e2e(-teardown)? ' >>$e2e_log
 		rmmod kevd_pingpong 2>/dev/null
 		rmmod kevd_rc 2>/dev/null
+		$MP kevd_connect devices="$(cm_devs $e2e_devs)"
+		echo "connect_rc=$?" >>$e2e_log
+		dmesg | grep -E 'kevd-e2e-cm ' >>$e2e_log
+		rmmod kevd_connect 2>/dev/null
 		rmmod kevd
 	fi
 	ndev=0
 	for dev in $e2e_devs; do ndev=$((ndev + 1)); done
 	nmode=6
-	ktap_begin kevd_e2e $((ndev * nmode + ndev + 2))
+	ktap_begin kevd_e2e $((ndev * nmode + 2 * ndev + 2))
 	if [ $devs_ok = 1 ]; then ktap_result ok soft_rdma_devices
 	else ktap_result not-ok soft_rdma_devices "rdma link add failed"; fi
 	if [ "${used:-}" = $check ]; then ktap_result ok notify_check_$check
@@ -289,6 +308,12 @@ e2e_suite() { # pingpong parameters...
 			ktap_result ok "${dev}_teardown_in_flight"
 		else
 			ktap_result not-ok "${dev}_teardown_in_flight" "${line:-no teardown line}"
+		fi
+		line=$(grep "kevd-e2e-cm device=$dev " $e2e_log 2>/dev/null)
+		if [ -n "$line" ] && ! echo "$line" | grep -v ' ok rc=0$' | grep -q .; then
+			ktap_result ok "${dev}_connection_lifecycle"
+		else
+			ktap_result not-ok "${dev}_connection_lifecycle" "${line:-no kevd-e2e-cm line}"
 		fi
 	done
 	ktap_end
@@ -356,6 +381,8 @@ demo() {
 	rdma_devices || return 1
 	echo "kevd-run: modprobe kevd_pingpong iterations=${kevd_iters:-5000} depth=32 rounds=3"
 	$MP kevd_pingpong iterations=${kevd_iters:-5000} depth=32 rounds=3 || return 1
+	echo "kevd-run: modprobe kevd_connect (request, reject, accept, traffic, disconnect)"
+	$MP kevd_connect || return 1
 	echo "kevd-run: totals: $(cat /sys/kernel/debug/kevd/stats)"
 	unload_all
 }

@@ -1,0 +1,617 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * kevd_connect: a kDAPL consumer's connection lifecycle through kevd's CM
+ * binding (Documentation/kevd/cm.rst), on each device named in "devices"
+ * ("<ibdev>@<IPv6 address of its netdev>", comma-separated).
+ *
+ * Per device, over rdma_cm on a loopback address, with a CR EVD for the
+ * listener, and one EVD per side carrying both its DTO and connection
+ * streams (as the DAT default does):
+ *   1. a request carrying private data is rejected with private data: the
+ *      requester sees PEER_REJECTED and the rejecter's bytes;
+ *   2. a request is accepted: both sides see ESTABLISHED, the requester
+ *      with the accepter's private data; 8 sends arrive as 8 receives;
+ *   3. the accepter posts 64 receives, moves its QP to error and waits
+ *      until its EVD is full (the flushes wait in the CQ); the requester
+ *      disconnects: the accepter's DISCONNECTED comes after all 64 flushes
+ *      (kevd holds it behind the CQ), and both sides see DISCONNECTED;
+ *   4. a request to a port nobody listens on: whatever the transport
+ *      reports (NON_PEER_REJECTED on IB and RoCE; on iWARP the connect is
+ *      refused, as an event or by rdma_connect() itself) is printed.
+ * Private data is checked byte for byte.
+ *
+ * One line per device:
+ *   kevd-e2e-cm device=siw0 cr=2 established=2 peer_rejected=1
+ *     disconnected=2 flushed=64 after_disconnect=0 sends=8 recvs=8
+ *     no_listener=<event or errno> ok
+ * The load fails (-EIO) if any step fails.
+ *
+ * Context: everything runs in the loading thread, which takes the events
+ * with kevd_wait(); the consumer handler below runs in rdma_cm's thread
+ * and only drives the active side's connect.
+ */
+#include <linux/completion.h>
+#include <linux/in6.h>
+#include <linux/inet.h>
+#include <linux/module.h>
+#include <linux/netdevice.h>
+#include <linux/slab.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+#include <kevd/kevd.h>
+
+static char *devices = "siw0@fe80::2,rxe0@fe80::3";
+module_param(devices, charp, 0444);
+MODULE_PARM_DESC(devices, "Devices and addresses, <ibdev>@<IPv6>,... (default siw0@fe80::2,rxe0@fe80::3)");
+static unsigned short port = 18600;
+module_param(port, ushort, 0444);
+MODULE_PARM_DESC(port, "TCP port of the listener (the next one must be free)");
+
+#define KC_WAIT_US	(30 * USEC_PER_SEC)
+#define KC_QLEN		16
+#define KC_MSGS		8
+#define KC_FLUSH	64
+#define KC_MSG		64
+#define KC_REQ_LEN	32
+#define KC_REJ_LEN	20
+#define KC_ACC_LEN	24
+
+/* The active side's connect, driven by the consumer's handler. */
+struct kc_active {
+	struct rdma_cm_id *id;
+	struct ib_pd *pd;
+	struct ib_qp_init_attr qp_attr;
+	u8 req[KC_REQ_LEN];
+	int err;
+	struct completion failed;
+};
+
+struct kc_dev {
+	const char *name;
+	struct ib_device *dev;
+	struct ib_pd *pd;
+	struct sockaddr_in6 sin;
+	struct kevd *cr_evd, *a_evd, *p_evd, *async;
+	struct rdma_cm_id *lid;
+	void *buf;
+	u64 dma;
+	int cr, established, peer_rejected, disconnected, flushed, after;
+	int sends, recvs;
+	char no_listener[32];
+};
+
+static void kc_pattern(u8 *p, u32 len, u8 seed)
+{
+	u32 i;
+
+	for (i = 0; i < len; i++)
+		p[i] = seed ^ (i * 13);
+}
+
+static bool kc_pattern_ok(const void *p, u32 size, u32 len, u8 seed)
+{
+	u8 want[KEVD_CM_MAX_PRIVATE_DATA];
+
+	if (!p || size < len)
+		return false;
+	kc_pattern(want, len, seed);
+	return !memcmp(p, want, len);
+}
+
+static int kc_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct kc_active *a = kevd_cm_context(id);
+	struct rdma_conn_param param = {
+		.private_data = a ? a->req : NULL,
+		.private_data_len = KC_REQ_LEN,
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.retry_count = 7,
+		.rnr_retry_count = 7,
+	};
+	int ret = 0;
+
+	if (!a)			/* the listener: kevd maps all it needs */
+		return 0;
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		ret = rdma_resolve_route(id, 2000);
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		ret = rdma_create_qp(id, a->pd, &a->qp_attr);
+		if (!ret)
+			ret = rdma_connect_locked(id, &param);
+		break;
+	default:
+		break;
+	}
+	if (ret) {
+		a->err = ret;
+		complete(&a->failed);
+	}
+	return 0;
+}
+
+/* Take one event; DTO events of @skip_dto are passed over. */
+static int kc_wait(struct kevd *evd, struct kevd_event *ev, bool skip_dto)
+{
+	u32 nmore;
+	int ret;
+
+	do {
+		ret = kevd_wait(evd, KC_WAIT_US, 1, ev, &nmore);
+	} while (!ret && skip_dto &&
+		 ev->event_number == KEVD_DTO_COMPLETION_EVENT);
+	return ret;
+}
+
+static int kc_expect(struct kc_dev *d, struct kevd *evd, u32 number,
+		     struct kevd_event *ev, const char *what)
+{
+	int ret = kc_wait(evd, ev, true);
+
+	if (!ret && ev->event_number == number)
+		return 0;
+	pr_err("kevd-e2e-cm: %s: %s: got %d, event %#x\n", d->name, what, ret,
+	       ret ? 0 : ev->event_number);
+	return -EIO;
+}
+
+static int kc_connect(struct kc_dev *d, struct kc_active *a, u16 to_port,
+		      u8 seed)
+{
+	struct kevd_cm_attr attr = { .conn_evd = d->a_evd, .ep = a };
+	struct sockaddr_in6 dst = d->sin, src = d->sin;
+	int ret;
+
+	memset(a, 0, sizeof(*a));
+	init_completion(&a->failed);
+	a->pd = d->pd;
+	a->qp_attr.send_cq = kevd_cq(d->a_evd);
+	a->qp_attr.recv_cq = kevd_cq(d->a_evd);
+	a->qp_attr.cap.max_send_wr = KC_FLUSH;
+	a->qp_attr.cap.max_recv_wr = KC_FLUSH;
+	a->qp_attr.cap.max_send_sge = 1;
+	a->qp_attr.cap.max_recv_sge = 1;
+	a->qp_attr.sq_sig_type = IB_SIGNAL_ALL_WR;
+	a->qp_attr.qp_type = IB_QPT_RC;
+	kc_pattern(a->req, KC_REQ_LEN, seed);
+	a->id = rdma_create_id(&init_net, kc_handler, a, RDMA_PS_TCP,
+			       IB_QPT_RC);
+	if (IS_ERR(a->id)) {
+		ret = PTR_ERR(a->id);
+		a->id = NULL;
+		return ret;
+	}
+	ret = kevd_cm_bind(a->id, &attr);
+	if (ret) {
+		rdma_destroy_id(a->id);
+		a->id = NULL;
+		return ret;
+	}
+	src.sin6_port = 0;
+	dst.sin6_port = htons(to_port);
+	ret = rdma_resolve_addr(a->id, (struct sockaddr *)&src,
+				(struct sockaddr *)&dst, 2000);
+	return ret;
+}
+
+static void kc_active_end(struct kc_active *a)
+{
+	if (a->id)
+		kevd_cm_destroy_id(a->id);
+	a->id = NULL;
+}
+
+/* A CR on the listener, checked; returns its handle or NULL. */
+static void *kc_request(struct kc_dev *d, u8 seed)
+{
+	struct kevd_event ev;
+
+	if (kc_expect(d, d->cr_evd, KEVD_CONNECTION_REQUEST_EVENT, &ev,
+		      "connection request"))
+		return NULL;
+	d->cr++;
+	if (ev.cr.sp != d || ev.cr.conn_qual != port ||
+	    !kc_pattern_ok(ev.cr.private_data, ev.cr.private_data_size,
+			   KC_REQ_LEN, seed)) {
+		pr_err("kevd-e2e-cm: %s: bad request: qual %llu size %u\n",
+		       d->name, ev.cr.conn_qual, ev.cr.private_data_size);
+		kevd_cr_reject(ev.cr.cr, NULL, 0);
+		return NULL;
+	}
+	return ev.cr.cr;
+}
+
+static int kc_reject_round(struct kc_dev *d)
+{
+	struct kc_active a;
+	struct kevd_event ev;
+	u8 rej[KC_REJ_LEN];
+	void *cr;
+	int ret;
+
+	ret = kc_connect(d, &a, port, 1);
+	cr = ret ? NULL : kc_request(d, 1);
+	if (!cr) {
+		kc_active_end(&a);
+		return ret ?: -EIO;
+	}
+	kc_pattern(rej, sizeof(rej), 2);
+	ret = kevd_cr_reject(cr, rej, sizeof(rej));
+	if (!ret && kevd_cr_reject(cr, NULL, 0) != -EINVAL)
+		ret = -EIO;		/* a handle works once */
+	if (!ret)
+		ret = kc_expect(d, d->a_evd,
+				KEVD_CONNECTION_EVENT_PEER_REJECTED, &ev,
+				"peer rejected");
+	if (!ret && (ev.connection.ep != &a ||
+		     !kc_pattern_ok(ev.connection.private_data,
+				    ev.connection.private_data_size,
+				    KC_REJ_LEN, 2)))
+		ret = -EIO;
+	if (!ret)
+		d->peer_rejected++;
+	kc_active_end(&a);
+	return ret;
+}
+
+static int kc_post(struct kc_dev *d, struct ib_qp *qp, bool send, u64 cookie,
+		   u32 slot)
+{
+	struct ib_sge sge = {
+		.addr = d->dma + (u64)slot * KC_MSG,
+		.length = KC_MSG,
+		.lkey = d->pd->local_dma_lkey,
+	};
+	struct ib_send_wr swr = {
+		.wr_id = cookie, .sg_list = &sge, .num_sge = 1,
+		.opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED,
+	};
+	struct ib_recv_wr rwr = {
+		.wr_id = cookie, .sg_list = &sge, .num_sge = 1,
+	};
+
+	return send ? ib_post_send(qp, &swr, NULL) :
+		      ib_post_recv(qp, &rwr, NULL);
+}
+
+/* @n completions in posting order from @cookie, with @status. */
+static int kc_completions(struct kc_dev *d, struct kevd *evd, u64 cookie,
+			  u32 n, u32 status, int *count)
+{
+	struct kevd_event ev;
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		if (kc_wait(evd, &ev, false) ||
+		    ev.event_number != KEVD_DTO_COMPLETION_EVENT ||
+		    ev.dto.cookie != cookie + i || ev.dto.status != status) {
+			pr_err("kevd-e2e-cm: %s: completion %llu: event %#x cookie %llu status %u\n",
+			       d->name, cookie + i, ev.event_number,
+			       ev.dto.cookie, ev.dto.status);
+			return -EIO;
+		}
+		(*count)++;
+	}
+	return 0;
+}
+
+static int kc_traffic(struct kc_dev *d, struct ib_qp *aqp, struct ib_qp *pqp)
+{
+	int i, ret = 0;
+
+	for (i = 0; i < KC_MSGS && !ret; i++)
+		ret = kc_post(d, pqp, false, 100 + i, KC_MSGS + i);
+	for (i = 0; i < KC_MSGS && !ret; i++)
+		ret = kc_post(d, aqp, true, 200 + i, i);
+	if (!ret)
+		ret = kc_completions(d, d->a_evd, 200, KC_MSGS,
+				     KEVD_DTO_SUCCESS, &d->sends);
+	if (!ret)
+		ret = kc_completions(d, d->p_evd, 100, KC_MSGS,
+				     KEVD_DTO_SUCCESS, &d->recvs);
+	return ret;
+}
+
+/*
+ * The accepter's receives flushed and held in its CQ behind a full EVD,
+ * then the requester disconnects: DISCONNECTED after every flush.
+ */
+static int kc_flush_then_disconnect(struct kc_dev *d, struct kc_active *a,
+				    struct ib_qp *pqp)
+{
+	struct ib_qp_attr qattr = { .qp_state = IB_QPS_ERR };
+	struct kevd_param p;
+	struct kevd_event ev;
+	u32 nmore;
+	int i, ret = 0;
+
+	for (i = 0; i < KC_FLUSH && !ret; i++)
+		ret = kc_post(d, pqp, false, 1000 + i, i % (2 * KC_MSGS));
+	if (!ret)
+		ret = ib_modify_qp(pqp, &qattr, IB_QP_STATE);
+	if (!ret)
+		ret = kevd_query(d->p_evd, &p);
+	/* the EVD fills up: the other flushes wait in the CQ */
+	if (!ret)
+		ret = kevd_wait(d->p_evd, KC_WAIT_US, p.qlen, &ev, &nmore);
+	if (ret)
+		return ret;
+	i = ev.event_number == KEVD_DTO_COMPLETION_EVENT;
+	rdma_disconnect(a->id);
+	for (;;) {
+		if (kc_wait(d->p_evd, &ev, false))
+			return -EIO;
+		if (ev.event_number == KEVD_CONNECTION_EVENT_DISCONNECTED)
+			break;
+		if (ev.event_number == KEVD_DTO_COMPLETION_EVENT &&
+		    ev.dto.status == KEVD_DTO_ERR_FLUSHED)
+			i++;
+	}
+	d->disconnected++;
+	d->flushed = i;
+	/*
+	 * Anything of the accepter's endpoint after its DISCONNECTED: with
+	 * every flush before it, nothing is left, so this wait only runs out
+	 * (and, if kevd were wrong, counts what the CQ still held).
+	 */
+	while (!kevd_wait(d->p_evd, 200 * USEC_PER_MSEC, 1, &ev, &nmore))
+		d->after++;
+	ret = kc_expect(d, d->a_evd, KEVD_CONNECTION_EVENT_DISCONNECTED, &ev,
+			"requester disconnected");
+	if (!ret)
+		d->disconnected++;
+	if (!ret && (d->flushed != KC_FLUSH || d->after))
+		ret = -EIO;
+	return ret;
+}
+
+static int kc_accept_round(struct kc_dev *d)
+{
+	struct rdma_conn_param param = {
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.retry_count = 7,
+		.rnr_retry_count = 7,
+	};
+	struct kevd_cm_attr attr = { .conn_evd = d->p_evd, .ep = d };
+	struct rdma_cm_id *pid = NULL;
+	struct ib_qp_init_attr qp_attr;
+	struct kevd_event ev;
+	struct kc_active a;
+	u8 acc[KC_ACC_LEN];
+	void *cr;
+	int ret;
+
+	ret = kc_connect(d, &a, port, 3);
+	cr = ret ? NULL : kc_request(d, 3);
+	if (!cr) {
+		kc_active_end(&a);
+		return ret ?: -EIO;
+	}
+	qp_attr = a.qp_attr;
+	qp_attr.send_cq = kevd_cq(d->p_evd);
+	qp_attr.recv_cq = kevd_cq(d->p_evd);
+	kc_pattern(acc, sizeof(acc), 4);
+	param.private_data = acc;
+	param.private_data_len = sizeof(acc);
+	ret = kevd_cr_accept(cr, &attr, d->pd, &qp_attr, &param, &pid);
+	if (!ret)
+		ret = kc_expect(d, d->p_evd, KEVD_CONNECTION_EVENT_ESTABLISHED,
+				&ev, "accepter established");
+	if (!ret && ev.connection.ep == d)
+		d->established++;
+	if (!ret)
+		ret = kc_expect(d, d->a_evd, KEVD_CONNECTION_EVENT_ESTABLISHED,
+				&ev, "requester established");
+	if (!ret && ev.connection.ep == &a &&
+	    kc_pattern_ok(ev.connection.private_data,
+			  ev.connection.private_data_size, KC_ACC_LEN, 4))
+		d->established++;
+	if (!ret && d->established != 2)
+		ret = -EIO;
+	if (!ret)
+		ret = kc_traffic(d, a.id->qp, pid->qp);
+	if (!ret)
+		ret = kc_flush_then_disconnect(d, &a, pid->qp);
+	if (pid)
+		kevd_cm_destroy_id(pid);
+	kc_active_end(&a);
+	/* the requester's own flushes, if any */
+	while (!kevd_dequeue(d->a_evd, &ev))
+		;
+	return ret;
+}
+
+/* A request to a port nobody listens on: record what the transport says. */
+static void kc_no_listener(struct kc_dev *d)
+{
+	struct kevd_event ev;
+	struct kc_active a;
+	u32 nmore;
+	int i, ret;
+
+	ret = kc_connect(d, &a, port + 1, 5);
+	/* an event, or the connect failing in the handler: look for both */
+	for (i = 0; !ret && i < 300; i++) {
+		ret = kevd_wait(d->a_evd, 100 * USEC_PER_MSEC, 1, &ev, &nmore);
+		if (ret != -ETIMEDOUT || completion_done(&a.failed))
+			break;
+	}
+	if (!ret)
+		snprintf(d->no_listener, sizeof(d->no_listener), "%#x",
+			 ev.event_number);
+	else if (completion_done(&a.failed))
+		snprintf(d->no_listener, sizeof(d->no_listener), "connect:%d",
+			 a.err);
+	else
+		snprintf(d->no_listener, sizeof(d->no_listener), "wait:%d",
+			 ret);
+	kc_active_end(&a);
+}
+
+static struct kevd *kc_evd(struct kc_dev *d, u32 flags, struct kevd *async)
+{
+	struct kevd_attr attr;
+
+	kevd_attr_init(&attr);
+	attr.qlen = KC_QLEN;
+	attr.flags = flags;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.cq_depth = 4 * KC_FLUSH;
+	attr.async_evd = async;
+	return kevd_create(flags & KEVD_DTO_FLAG ? d->dev : NULL, &attr);
+}
+
+static int kc_listen(struct kc_dev *d)
+{
+	struct kevd_cm_attr attr = {
+		.cr_evd = d->cr_evd, .async_evd = d->async, .sp = d,
+	};
+	struct sockaddr_in6 sin = d->sin;
+	int ret;
+
+	d->lid = rdma_create_id(&init_net, kc_handler, NULL, RDMA_PS_TCP,
+				IB_QPT_RC);
+	if (IS_ERR(d->lid)) {
+		ret = PTR_ERR(d->lid);
+		d->lid = NULL;
+		return ret;
+	}
+	ret = kevd_cm_bind(d->lid, &attr);
+	if (ret) {
+		rdma_destroy_id(d->lid);
+		d->lid = NULL;
+		return ret;
+	}
+	sin.sin6_port = htons(port);
+	ret = rdma_bind_addr(d->lid, (struct sockaddr *)&sin);
+	return ret ?: rdma_listen(d->lid, 4);
+}
+
+static int kc_setup(struct kc_dev *d, char *addr)
+{
+	struct net_device *ndev;
+
+	d->sin.sin6_family = AF_INET6;
+	if (!in6_pton(addr, -1, d->sin.sin6_addr.s6_addr, -1, NULL))
+		return -EINVAL;
+	d->dev = ib_device_get_by_name(d->name, RDMA_DRIVER_UNKNOWN);
+	if (!d->dev)
+		return -ENODEV;
+	ndev = ib_device_get_netdev(d->dev, 1);
+	if (!ndev)
+		return -ENODEV;
+	d->sin.sin6_scope_id = ndev->ifindex;
+	dev_put(ndev);
+	d->pd = ib_alloc_pd(d->dev, 0);
+	if (IS_ERR(d->pd)) {
+		int ret = PTR_ERR(d->pd);
+
+		d->pd = NULL;
+		return ret;
+	}
+	d->buf = kzalloc(4 * KC_MSGS * KC_MSG, GFP_KERNEL);
+	if (!d->buf)
+		return -ENOMEM;
+	d->dma = ib_dma_map_single(d->dev, d->buf, 4 * KC_MSGS * KC_MSG,
+				   DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(d->dev, d->dma)) {
+		kfree(d->buf);
+		d->buf = NULL;
+		return -EIO;
+	}
+	d->async = kc_evd(d, KEVD_ASYNC_FLAG, NULL);
+	d->cr_evd = kc_evd(d, KEVD_CR_FLAG, d->async);
+	d->a_evd = kc_evd(d, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, d->async);
+	d->p_evd = kc_evd(d, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, d->async);
+	if (IS_ERR(d->async) || IS_ERR(d->cr_evd) || IS_ERR(d->a_evd) ||
+	    IS_ERR(d->p_evd))
+		return -ENOMEM;
+	return kc_listen(d);
+}
+
+static void kc_free_evd(struct kevd **evd)
+{
+	if (!IS_ERR_OR_NULL(*evd))
+		kevd_free(*evd);
+	*evd = NULL;
+}
+
+static void kc_teardown(struct kc_dev *d)
+{
+	if (d->lid)
+		kevd_cm_destroy_id(d->lid);
+	kc_free_evd(&d->p_evd);
+	kc_free_evd(&d->a_evd);
+	kc_free_evd(&d->cr_evd);
+	kc_free_evd(&d->async);
+	if (d->buf) {
+		ib_dma_unmap_single(d->dev, d->dma, 4 * KC_MSGS * KC_MSG,
+				    DMA_BIDIRECTIONAL);
+		kfree(d->buf);
+	}
+	if (d->pd)
+		ib_dealloc_pd(d->pd);
+	if (d->dev)
+		ib_device_put(d->dev);
+}
+
+static int kc_run(char *spec)
+{
+	struct kc_dev *d;
+	char *at = strchr(spec, '@');
+	int ret;
+
+	if (!at)
+		return -EINVAL;
+	*at = '\0';
+	d = kzalloc(sizeof(*d), GFP_KERNEL);
+	if (!d)
+		return -ENOMEM;
+	d->name = spec;
+	strscpy(d->no_listener, "none", sizeof(d->no_listener));
+	ret = kc_setup(d, at + 1);
+	if (!ret)
+		ret = kc_reject_round(d);
+	if (!ret)
+		ret = kc_accept_round(d);
+	if (!ret)
+		kc_no_listener(d);
+	pr_info("kevd-e2e-cm device=%s cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d no_listener=%s %s rc=%d\n",
+		d->name, d->cr, d->established, d->peer_rejected,
+		d->disconnected, d->flushed, d->after, d->sends, d->recvs,
+		d->no_listener, ret ? "failed" : "ok", ret);
+	kc_teardown(d);
+	kfree(d);
+	return ret;
+}
+
+static int __init kc_init(void)
+{
+	char *list, *spec, *p;
+	int ret = 0, rc;
+
+	list = kstrdup(devices, GFP_KERNEL);
+	if (!list)
+		return -ENOMEM;
+	p = list;
+	while ((spec = strsep(&p, ",")) != NULL) {
+		if (!*spec)
+			continue;
+		rc = kc_run(spec);
+		ret = ret ?: rc;
+	}
+	kfree(list);
+	return ret ? -EIO : 0;
+}
+
+static void __exit kc_exit(void)
+{
+}
+
+module_init(kc_init);
+module_exit(kc_exit);
+MODULE_DESCRIPTION("kevd sample: a connection lifecycle through the CM binding");
+MODULE_LICENSE("Dual BSD/GPL");
