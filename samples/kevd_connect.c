@@ -21,7 +21,7 @@
  * Private data is checked byte for byte.
  *
  * One line per device:
- *   kevd-e2e-cm device=siw0 cr=2 established=2 peer_rejected=1
+ *   kevd-e2e-cm device=siw0 cycles=1 cr=2 established=2 peer_rejected=1
  *     disconnected=2 flushed=64 after_disconnect=0 sends=8 recvs=8
  *     no_listener=<event or errno> ok
  * The load fails (-EIO) if any step fails.
@@ -43,6 +43,9 @@
 static char *devices = "siw0@fe80::2,rxe0@fe80::3";
 module_param(devices, charp, 0444);
 MODULE_PARM_DESC(devices, "Devices and addresses, <ibdev>@<IPv6>,... (default siw0@fe80::2,rxe0@fe80::3)");
+static unsigned int cycles = 1;
+module_param(cycles, uint, 0444);
+MODULE_PARM_DESC(cycles, "Accepted connections per device, each with traffic, flushes and a disconnect (default 1)");
 static unsigned short port = 18600;
 module_param(port, ushort, 0444);
 MODULE_PARM_DESC(port, "TCP port of the listener (the next one must be free)");
@@ -350,19 +353,15 @@ static int kc_flush_then_disconnect(struct kc_dev *d, struct kc_active *a,
 			i++;
 	}
 	d->disconnected++;
-	d->flushed = i;
-	/*
-	 * Anything of the accepter's endpoint after its DISCONNECTED: with
-	 * every flush before it, nothing is left, so this wait only runs out
-	 * (and, if kevd were wrong, counts what the CQ still held).
-	 */
-	while (!kevd_wait(d->p_evd, 200 * USEC_PER_MSEC, 1, &ev, &nmore))
+	d->flushed += i;
+	/* anything of the accepter's endpoint queued after its DISCONNECTED */
+	while (!kevd_dequeue(d->p_evd, &ev))
 		d->after++;
 	ret = kc_expect(d, d->a_evd, KEVD_CONNECTION_EVENT_DISCONNECTED, &ev,
 			"requester disconnected");
 	if (!ret)
 		d->disconnected++;
-	if (!ret && (d->flushed != KC_FLUSH || d->after))
+	if (!ret && (i != KC_FLUSH || d->after))
 		ret = -EIO;
 	return ret;
 }
@@ -409,7 +408,7 @@ static int kc_accept_round(struct kc_dev *d)
 	    kc_pattern_ok(ev.connection.private_data,
 			  ev.connection.private_data_size, KC_ACC_LEN, 4))
 		d->established++;
-	if (!ret && d->established != 2)
+	if (!ret && d->established != 2 * (d->cr - 1))
 		ret = -EIO;
 	if (!ret)
 		ret = kc_traffic(d, a.id->qp, pid->qp);
@@ -562,6 +561,7 @@ static int kc_run(char *spec)
 {
 	struct kc_dev *d;
 	char *at = strchr(spec, '@');
+	unsigned int i = 0;
 	int ret;
 
 	if (!at)
@@ -575,12 +575,12 @@ static int kc_run(char *spec)
 	ret = kc_setup(d, at + 1);
 	if (!ret)
 		ret = kc_reject_round(d);
-	if (!ret)
+	for (i = 0; i < cycles && !ret; i++)
 		ret = kc_accept_round(d);
 	if (!ret)
 		kc_no_listener(d);
-	pr_info("kevd-e2e-cm device=%s cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d no_listener=%s %s rc=%d\n",
-		d->name, d->cr, d->established, d->peer_rejected,
+	pr_info("kevd-e2e-cm device=%s cycles=%u cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d no_listener=%s %s rc=%d\n",
+		d->name, i, d->cr, d->established, d->peer_rejected,
 		d->disconnected, d->flushed, d->after, d->sends, d->recvs,
 		d->no_listener, ret ? "failed" : "ok", ret);
 	kc_teardown(d);

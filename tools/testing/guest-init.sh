@@ -266,8 +266,8 @@ cm_devs() { # devices...
 e2e_suite() { # pingpong parameters...
 	e2e_log=$TMP/kevd-e2e.log
 	e2e_devs=$(echo "${kevd_e2e_devs:-siw0,rxe0}" | tr , ' ')
-	check=poll
-	[ "$stage" = / ] && check=report
+	check=poll cm_cycles=${kevd_cm_cycles:-1}
+	[ "$stage" = / ] && check=report cm_cycles=${kevd_cm_cycles:-1000}
 	devs_ok=1
 	rdma_devices || devs_ok=0
 	if [ $devs_ok = 1 ]; then
@@ -278,7 +278,7 @@ e2e_suite() { # pingpong parameters...
 		dmesg | grep -E 'kevd-e2e(-teardown)? ' >>$e2e_log
 		rmmod kevd_pingpong 2>/dev/null
 		rmmod kevd_rc 2>/dev/null
-		$MP kevd_connect devices="$(cm_devs $e2e_devs)"
+		$MP kevd_connect devices="$(cm_devs $e2e_devs)" cycles=$cm_cycles
 		echo "connect_rc=$?" >>$e2e_log
 		dmesg | grep -E 'kevd-e2e-cm ' >>$e2e_log
 		rmmod kevd_connect 2>/dev/null
