@@ -15,15 +15,23 @@
  *      until its EVD is full (the flushes wait in the CQ); the requester
  *      disconnects: the accepter's DISCONNECTED comes after all 64 flushes
  *      (kevd holds it behind the CQ), and both sides see DISCONNECTED;
- *   4. a request to a port nobody listens on: whatever the transport
+ *   4. memory registration without a global rkey: the accepter registers
+ *      a buffer with a fast registration (REG_MR: an LMR_FMR event); the
+ *      requester writes into it and reads it back; a SEND with invalidate
+ *      ends it (RECEIVE_WITH_INVALIDATE); registered again under a new
+ *      key, invalidated locally (LMR_INVALIDATE), registered again; a
+ *      write past its end fails: REMOTE_ACCESS on IB and RoCE, and on
+ *      iWARP (siw) a TERMINATE that breaks the connection, so the READ
+ *      behind the write is flushed;
+ *   5. a request to a port nobody listens on: whatever the transport
  *      reports (NON_PEER_REJECTED on IB and RoCE; on iWARP the connect is
  *      refused, as an event or by rdma_connect() itself) is printed.
  * Private data is checked byte for byte.
  *
  * One line per device:
- *   kevd-e2e-cm device=siw0 cycles=1 cr=2 established=2 peer_rejected=1
+ *   kevd-e2e-cm device=siw0 cycles=1 cr=3 established=4 peer_rejected=1
  *     disconnected=2 flushed=64 after_disconnect=0 sends=8 recvs=8
- *     no_listener=<event or errno> ok
+ *     mr_steps=5 outside_mr=<DTO status> no_listener=<event or errno> ok
  * The load fails (-EIO) if any step fails.
  *
  * Context: everything runs in the loading thread, which takes the events
@@ -35,6 +43,7 @@
 #include <linux/inet.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
+#include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
@@ -79,7 +88,9 @@ struct kc_dev {
 	void *buf;
 	u64 dma;
 	int cr, established, peer_rejected, disconnected, flushed, after;
-	int sends, recvs;
+	int sends, recvs, mr_steps;
+	u32 outside_status;
+	void *mr_buf;
 	char no_listener[32];
 };
 
@@ -366,7 +377,9 @@ static int kc_flush_then_disconnect(struct kc_dev *d, struct kc_active *a,
 	return ret;
 }
 
-static int kc_accept_round(struct kc_dev *d)
+/* A request accepted: both sides ESTABLISHED; *@pid is the accepted id. */
+static int kc_establish(struct kc_dev *d, struct kc_active *a,
+			struct rdma_cm_id **pid)
 {
 	struct rdma_conn_param param = {
 		.responder_resources = 1,
@@ -375,51 +388,257 @@ static int kc_accept_round(struct kc_dev *d)
 		.rnr_retry_count = 7,
 	};
 	struct kevd_cm_attr attr = { .conn_evd = d->p_evd, .ep = d };
-	struct rdma_cm_id *pid = NULL;
 	struct ib_qp_init_attr qp_attr;
 	struct kevd_event ev;
-	struct kc_active a;
 	u8 acc[KC_ACC_LEN];
+	int est = 0, ret;
 	void *cr;
-	int ret;
 
-	ret = kc_connect(d, &a, port, 3);
+	ret = kc_connect(d, a, port, 3);
 	cr = ret ? NULL : kc_request(d, 3);
-	if (!cr) {
-		kc_active_end(&a);
+	if (!cr)
 		return ret ?: -EIO;
-	}
-	qp_attr = a.qp_attr;
+	qp_attr = a->qp_attr;
 	qp_attr.send_cq = kevd_cq(d->p_evd);
 	qp_attr.recv_cq = kevd_cq(d->p_evd);
 	kc_pattern(acc, sizeof(acc), 4);
 	param.private_data = acc;
 	param.private_data_len = sizeof(acc);
-	ret = kevd_cr_accept(cr, &attr, d->pd, &qp_attr, &param, &pid);
+	ret = kevd_cr_accept(cr, &attr, d->pd, &qp_attr, &param, pid);
 	if (!ret)
 		ret = kc_expect(d, d->p_evd, KEVD_CONNECTION_EVENT_ESTABLISHED,
 				&ev, "accepter established");
 	if (!ret && ev.connection.ep == d)
-		d->established++;
+		est++;
 	if (!ret)
 		ret = kc_expect(d, d->a_evd, KEVD_CONNECTION_EVENT_ESTABLISHED,
 				&ev, "requester established");
-	if (!ret && ev.connection.ep == &a &&
+	if (!ret && ev.connection.ep == a &&
 	    kc_pattern_ok(ev.connection.private_data,
 			  ev.connection.private_data_size, KC_ACC_LEN, 4))
-		d->established++;
-	if (!ret && d->established != 2 * (d->cr - 1))
-		ret = -EIO;
+		est++;
+	d->established += est;
+	return ret ?: (est == 2 ? 0 : -EIO);
+}
+
+static void kc_connection_end(struct kc_dev *d, struct kc_active *a,
+			      struct rdma_cm_id *pid)
+{
+	struct kevd_event ev;
+
+	if (pid)
+		kevd_cm_destroy_id(pid);
+	kc_active_end(a);
+	/* what is left of the connection (flushes, a late DISCONNECTED) */
+	while (!kevd_dequeue(d->a_evd, &ev))
+		;
+	while (!kevd_dequeue(d->p_evd, &ev))
+		;
+}
+
+static int kc_accept_round(struct kc_dev *d)
+{
+	struct rdma_cm_id *pid = NULL;
+	struct kc_active a;
+	int ret;
+
+	ret = kc_establish(d, &a, &pid);
 	if (!ret)
 		ret = kc_traffic(d, a.id->qp, pid->qp);
 	if (!ret)
 		ret = kc_flush_then_disconnect(d, &a, pid->qp);
-	if (pid)
-		kevd_cm_destroy_id(pid);
-	kc_active_end(&a);
-	/* the requester's own flushes, if any */
-	while (!kevd_dequeue(d->a_evd, &ev))
-		;
+	kc_connection_end(d, &a, pid);
+	return ret;
+}
+
+/* --- memory registration without a global rkey -------------------------- */
+
+#define KC_MR_LEN	1024
+
+/* One signaled work request of @qp and its completion on @evd. */
+static int kc_wr(struct kc_dev *d, struct ib_qp *qp, struct kevd *evd,
+		 const struct ib_send_wr *wr, u32 op, u32 *status)
+{
+	struct kevd_event ev;
+	int ret;
+
+	ret = ib_post_send(qp, wr, NULL);
+	if (ret)
+		return ret;
+	/* a connection event first: the peer broke the connection (iWARP) */
+	do {
+		ret = kc_wait(evd, &ev, false);
+	} while (!ret && ev.event_number != KEVD_DTO_COMPLETION_EVENT);
+	if (ret)
+		return ret;
+	*status = ev.dto.status;
+	if (ev.event_number != KEVD_DTO_COMPLETION_EVENT ||
+	    ev.dto.cookie != wr->wr_id ||
+	    (ev.dto.status == KEVD_DTO_SUCCESS && ev.dto.operation != op)) {
+		pr_err("kevd-e2e-cm: %s: wr %llu: event %#x cookie %llu op %u\n",
+		       d->name, wr->wr_id, ev.event_number, ev.dto.cookie,
+		       ev.dto.operation);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* The accepter registers @mr over its buffer (access: remote read/write). */
+static int kc_reg_mr(struct kc_dev *d, struct ib_qp *pqp, struct ib_mr *mr,
+		     u64 cookie)
+{
+	struct ib_reg_wr reg = {
+		.wr.opcode = IB_WR_REG_MR,
+		.wr.wr_id = cookie,
+		.wr.send_flags = IB_SEND_SIGNALED,
+		.mr = mr,
+		.key = mr->rkey,
+		.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+			  IB_ACCESS_REMOTE_READ,
+	};
+	u32 status;
+	int ret;
+
+	ret = kc_wr(d, pqp, d->p_evd, &reg.wr, KEVD_DTO_LMR_FMR, &status);
+	return ret ?: (status == KEVD_DTO_SUCCESS ? 0 : -EIO);
+}
+
+/* A new key for @mr (it was invalidated), registered again. */
+static int kc_rekey(struct kc_dev *d, struct ib_qp *pqp, struct ib_mr *mr,
+		    u64 cookie)
+{
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
+	return kc_reg_mr(d, pqp, mr, cookie);
+}
+
+/* An RDMA WRITE or READ of 64 bytes at @offset into the accepter's MR. */
+static int kc_rdma(struct kc_dev *d, struct ib_qp *aqp, struct ib_mr *mr,
+		   bool write, u32 offset, u32 slot, u64 cookie, u32 *status)
+{
+	struct ib_sge sge = {
+		.addr = d->dma + (u64)slot * KC_MSG,
+		.length = KC_MSG,
+		.lkey = d->pd->local_dma_lkey,
+	};
+	struct ib_rdma_wr wr = {
+		.wr.wr_id = cookie,
+		.wr.sg_list = &sge,
+		.wr.num_sge = 1,
+		.wr.opcode = write ? IB_WR_RDMA_WRITE : IB_WR_RDMA_READ,
+		.wr.send_flags = IB_SEND_SIGNALED,
+		.remote_addr = mr->iova + offset,
+		.rkey = mr->rkey,
+	};
+
+	return kc_wr(d, aqp, d->a_evd, &wr.wr,
+		     write ? KEVD_DTO_RDMA_WRITE : KEVD_DTO_RDMA_READ, status);
+}
+
+/*
+ * The requester writes into the accepter's registered buffer and reads it
+ * back; a SEND with invalidate ends the registration (the accepter sees
+ * RECEIVE_WITH_INVALIDATE); registered again under a new key, a write past
+ * its end must fail.
+ */
+static int kc_mr_steps(struct kc_dev *d, struct ib_qp *aqp, struct ib_qp *pqp,
+		       struct ib_mr *mr)
+{
+	struct ib_send_wr inv = {
+		.wr_id = 403, .opcode = IB_WR_SEND_WITH_INV,
+		.send_flags = IB_SEND_SIGNALED, .ex.invalidate_rkey = mr->rkey,
+	};
+	u8 *a_buf = d->buf;
+	struct kevd_event ev;
+	u32 status;
+	int ret;
+
+	ret = kc_reg_mr(d, pqp, mr, 400);
+	kc_pattern(a_buf, KC_MSG, 6);
+	memset(a_buf + KC_MSG, 0, KC_MSG);
+	if (!ret)
+		ret = kc_rdma(d, aqp, mr, true, 128, 0, 401, &status);
+	if (!ret && status == KEVD_DTO_SUCCESS)
+		ret = kc_rdma(d, aqp, mr, false, 128, 1, 402, &status);
+	if (!ret && (status != KEVD_DTO_SUCCESS ||
+		     !kc_pattern_ok(a_buf + KC_MSG, KC_MSG, KC_MSG, 6)))
+		ret = -EIO;
+	if (!ret)
+		ret = kc_post(d, pqp, false, 404, 2);
+	if (!ret)
+		ret = kc_wr(d, aqp, d->a_evd, &inv, KEVD_DTO_SEND, &status);
+	if (!ret)
+		ret = kc_wait(d->p_evd, &ev, false);
+	if (!ret && (ev.dto.cookie != 404 || ev.dto.status ||
+		     ev.dto.operation != KEVD_DTO_RECEIVE_WITH_INVALIDATE))
+		ret = -EIO;
+	if (!ret)
+		ret = kc_rekey(d, pqp, mr, 405);
+	/* a local invalidate, then a new key again */
+	if (!ret) {
+		inv.wr_id = 406;
+		inv.opcode = IB_WR_LOCAL_INV;
+		inv.ex.invalidate_rkey = mr->rkey;
+		ret = kc_wr(d, pqp, d->p_evd, &inv, KEVD_DTO_LMR_INVALIDATE,
+			    &status);
+	}
+	if (!ret && status != KEVD_DTO_SUCCESS)
+		ret = -EIO;
+	if (!ret)
+		ret = kc_rekey(d, pqp, mr, 407);
+	if (!ret)
+		d->mr_steps = 5;
+	/* a write 64 bytes past the end */
+	if (!ret)
+		ret = kc_rdma(d, aqp, mr, true, KC_MR_LEN, 0, 408, &status);
+	/* iWARP completes a WRITE once sent: a READ behind it sees the error */
+	if (!ret && status == KEVD_DTO_SUCCESS)
+		ret = kc_rdma(d, aqp, mr, false, 0, 1, 409, &status);
+	/*
+	 * IB and RoCE report REMOTE_ACCESS. siw, iWARP, reports it with a
+	 * TERMINATE that breaks the connection: the READ behind is flushed.
+	 */
+	if (!ret) {
+		d->outside_status = status;
+		if (rdma_protocol_iwarp(d->dev, 1) ?
+		    status == KEVD_DTO_SUCCESS :
+		    status != KEVD_DTO_ERR_REMOTE_ACCESS)
+			ret = -EIO;
+	}
+	return ret;
+}
+
+static int kc_mr_round(struct kc_dev *d)
+{
+	struct rdma_cm_id *pid = NULL;
+	struct scatterlist sg;
+	struct ib_mr *mr = NULL;
+	struct kc_active a;
+	bool mapped;
+	int ret, n;
+
+	ret = kc_establish(d, &a, &pid);
+	if (!ret) {
+		mr = ib_alloc_mr(d->pd, IB_MR_TYPE_MEM_REG, 1);
+		if (IS_ERR(mr)) {
+			ret = PTR_ERR(mr);
+			mr = NULL;
+		}
+	}
+	sg_init_one(&sg, d->mr_buf, KC_MR_LEN);
+	mapped = !ret && ib_dma_map_sg(d->dev, &sg, 1, DMA_BIDIRECTIONAL) == 1;
+	if (!ret && !mapped)
+		ret = -EIO;
+	if (!ret) {
+		n = ib_map_mr_sg(mr, &sg, 1, NULL, PAGE_SIZE);
+		ret = n == 1 ? 0 : -EIO;
+	}
+	if (!ret)
+		ret = kc_mr_steps(d, a.id->qp, pid->qp, mr);
+	kc_connection_end(d, &a, pid);
+	if (mapped)
+		ib_dma_unmap_sg(d->dev, &sg, 1, DMA_BIDIRECTIONAL);
+	if (mr)
+		ib_dereg_mr(mr);
 	return ret;
 }
 
@@ -512,13 +731,13 @@ static int kc_setup(struct kc_dev *d, char *addr)
 		return ret;
 	}
 	d->buf = kzalloc(4 * KC_MSGS * KC_MSG, GFP_KERNEL);
-	if (!d->buf)
+	d->mr_buf = kzalloc(PAGE_SIZE, GFP_KERNEL);	/* one page */
+	if (!d->buf || !d->mr_buf)
 		return -ENOMEM;
 	d->dma = ib_dma_map_single(d->dev, d->buf, 4 * KC_MSGS * KC_MSG,
 				   DMA_BIDIRECTIONAL);
 	if (ib_dma_mapping_error(d->dev, d->dma)) {
-		kfree(d->buf);
-		d->buf = NULL;
+		d->dma = 0;
 		return -EIO;
 	}
 	d->async = kc_evd(d, KEVD_ASYNC_FLAG, NULL);
@@ -546,11 +765,11 @@ static void kc_teardown(struct kc_dev *d)
 	kc_free_evd(&d->a_evd);
 	kc_free_evd(&d->cr_evd);
 	kc_free_evd(&d->async);
-	if (d->buf) {
+	if (d->dma)
 		ib_dma_unmap_single(d->dev, d->dma, 4 * KC_MSGS * KC_MSG,
 				    DMA_BIDIRECTIONAL);
-		kfree(d->buf);
-	}
+	kfree(d->buf);
+	kfree(d->mr_buf);
 	if (d->pd)
 		ib_dealloc_pd(d->pd);
 	if (d->dev)
@@ -578,11 +797,14 @@ static int kc_run(char *spec)
 	for (i = 0; i < cycles && !ret; i++)
 		ret = kc_accept_round(d);
 	if (!ret)
+		ret = kc_mr_round(d);
+	if (!ret)
 		kc_no_listener(d);
-	pr_info("kevd-e2e-cm device=%s cycles=%u cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d no_listener=%s %s rc=%d\n",
+	pr_info("kevd-e2e-cm device=%s cycles=%u cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d mr_steps=%d outside_mr=%u no_listener=%s %s rc=%d\n",
 		d->name, i, d->cr, d->established, d->peer_rejected,
 		d->disconnected, d->flushed, d->after, d->sends, d->recvs,
-		d->no_listener, ret ? "failed" : "ok", ret);
+		d->mr_steps, d->outside_status, d->no_listener,
+		ret ? "failed" : "ok", ret);
 	kc_teardown(d);
 	kfree(d);
 	return ret;
