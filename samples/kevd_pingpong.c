@@ -23,6 +23,11 @@
  * On iWARP a WRITE completes once sent, so a zero-length SEND follows each
  * WRITE batch before its payload is checked (pp_fence()).
  *
+ * RDMA WRITE and READ target buffers registered with fast registration
+ * (REG_MR, remote access scoped to the buffer; no global rkey), invalidated
+ * (LOCAL_INV) after the modes; both show up as DTO events (LMR_FMR,
+ * LMR_INVALIDATE).
+ *
  * Finally it tears down in the documented order with work requests in
  * flight: receives posted, QPs to error (rdma_disconnect for the CM),
  * every flushed receive arrives as a DTO event with the flushed status,
@@ -42,6 +47,7 @@
 #include <linux/bitmap.h>
 #include <linux/completion.h>
 #include <linux/module.h>
+#include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <rdma/ib_verbs.h>
 #include <kevd/kevd.h>
@@ -74,6 +80,9 @@ MODULE_PARM_DESC(port, "TCP port of the rdma_cm loopback connection (iWARP)");
 
 #define PP_MAX_DEVS	8
 #define PP_WAIT		(30 * HZ)
+#define PP_WAIT_US	(30 * USEC_PER_SEC)
+/* The cookies of the registration work requests (not a pp_cookie()). */
+#define PP_MR_COOKIE	(~0ULL - 1)
 
 enum pp_kind {
 	PP_SEND = 1, PP_RECV, PP_WRITE, PP_WRITE_IMM, PP_RECV_IMM, PP_READ,
@@ -106,6 +115,7 @@ struct pp_side {
 	struct ib_qp *qp;	/* d->rc.qp[side], once connected */
 	u8 *buf;
 	u64 dma;
+	struct ib_mr *mr;	/* @buf, for the peer's WRITE and READ */
 };
 
 struct pp_rec {
@@ -403,8 +413,8 @@ static int pp_post_send(struct pp_side *s, struct pp_side *peer, u32 k,
 			.opcode = op,
 			.send_flags = IB_SEND_SIGNALED,
 		},
-		.remote_addr = peer->dma + (u64)k * msg_size,
-		.rkey = s->d->pd->unsafe_global_rkey,
+		.remote_addr = peer->mr->iova + (u64)k * msg_size,
+		.rkey = peer->mr->rkey,
 	};
 
 	if (op == IB_WR_RDMA_WRITE_WITH_IMM)
@@ -638,9 +648,94 @@ static void pp_cm_event(struct kevd_rc *rc, int side,
 
 /* --- setup and teardown --------------------------------------------- */
 
+/* One signaled work request on each side's QP; both completions taken. */
+static int pp_both_sides(struct pp_dev *d, struct ib_send_wr *wr,
+			 u32 operation)
+{
+	struct kevd_event ev;
+	int i, rc = 0;
+	u32 nmore;
+
+	for (i = 0; i < 2 && !rc; i++) {
+		wr->wr_id = PP_MR_COOKIE + i;
+		if (wr->opcode == IB_WR_REG_MR) {
+			container_of(wr, struct ib_reg_wr, wr)->mr =
+				d->side[i].mr;
+			container_of(wr, struct ib_reg_wr, wr)->key =
+				d->side[i].mr->rkey;
+		} else {
+			wr->ex.invalidate_rkey = d->side[i].mr->rkey;
+		}
+		rc = ib_post_send(d->side[i].qp, wr, NULL);
+	}
+	for (i = 0; i < 2 && !rc; i++) {
+		rc = kevd_wait(d->evd, PP_WAIT_US, 1, &ev, &nmore);
+		if (!rc && (ev.event_number != KEVD_DTO_COMPLETION_EVENT ||
+			    ev.dto.cookie < PP_MR_COOKIE ||
+			    ev.dto.status != KEVD_DTO_SUCCESS ||
+			    ev.dto.operation != operation))
+			rc = -EIO;
+	}
+	return rc;
+}
+
+/*
+ * Each side's buffer is the target of the peer's RDMA WRITE and READ: it
+ * is registered with a fast registration, remote access scoped to it (no
+ * global rkey). The REG_MR completions arrive as LMR_FMR events, before
+ * any mode runs.
+ */
+static int pp_register(struct pp_dev *d)
+{
+	size_t len = (size_t)depth * msg_size;
+	struct ib_reg_wr reg = {
+		.wr.opcode = IB_WR_REG_MR,
+		.wr.send_flags = IB_SEND_SIGNALED,
+		.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+			  IB_ACCESS_REMOTE_READ,
+	};
+	struct scatterlist sg;
+	int i, rc;
+
+	for (i = 0; i < 2; i++) {
+		struct pp_side *s = &d->side[i];
+
+		s->mr = ib_alloc_mr(d->pd, IB_MR_TYPE_MEM_REG,
+				    DIV_ROUND_UP(offset_in_page(s->buf) + len,
+						 PAGE_SIZE));
+		if (IS_ERR(s->mr)) {
+			rc = PTR_ERR(s->mr);
+			s->mr = NULL;
+			return rc;
+		}
+		/* @buf is mapped already (ib_dma_map_single()) */
+		sg_init_one(&sg, s->buf, len);
+		sg_dma_address(&sg) = s->dma;
+		sg_dma_len(&sg) = len;
+		if (ib_map_mr_sg(s->mr, &sg, 1, NULL, PAGE_SIZE) != 1)
+			return -EIO;
+	}
+	return pp_both_sides(d, &reg.wr, KEVD_DTO_LMR_FMR);
+}
+
+/* After use: each side invalidates its registration (LMR_INVALIDATE). */
+static int pp_invalidate(struct pp_dev *d)
+{
+	struct ib_send_wr inv = {
+		.opcode = IB_WR_LOCAL_INV,
+		.send_flags = IB_SEND_SIGNALED,
+	};
+
+	return pp_both_sides(d, &inv, KEVD_DTO_LMR_INVALIDATE);
+}
+
 static void pp_free_side(struct pp_dev *d, struct pp_side *s)
 {
 	s->qp = NULL;
+	if (s->mr) {
+		ib_dereg_mr(s->mr);
+		s->mr = NULL;
+	}
 	if (s->buf) {
 		ib_dma_unmap_single(d->dev, s->dma, (size_t)depth * msg_size,
 				    DMA_BIDIRECTIONAL);
@@ -655,7 +750,7 @@ static int pp_setup(struct pp_dev *d)
 	int i, rc;
 
 	d->iwarp = rdma_protocol_iwarp(d->dev, 1);
-	d->pd = ib_alloc_pd(d->dev, IB_PD_UNSAFE_GLOBAL_RKEY);
+	d->pd = ib_alloc_pd(d->dev, 0);
 	if (IS_ERR(d->pd))
 		return PTR_ERR(d->pd);
 	kevd_attr_init(&attr);
@@ -700,7 +795,7 @@ static int pp_setup(struct pp_dev *d)
 	rc = kevd_rc_connect(&d->rc);
 	for (i = 0; i < 2; i++)
 		d->side[i].qp = d->rc.qp[i];
-	return rc;
+	return rc ?: pp_register(d);
 }
 
 /*
@@ -710,9 +805,14 @@ static int pp_setup(struct pp_dev *d)
 static int pp_teardown(struct pp_dev *d, bool check, int *flushed)
 {
 	struct kevd_event ev;
-	int i, rc = 0, posted = 0;
+	int i, rc = 0, posted = 0, irc = 0;
 
 	*flushed = 0;
+	if (check && d->side[1].qp) {
+		irc = pp_invalidate(d);
+		/* a failed invalidate: tear down without the flush check */
+		check = !irc;
+	}
 	if (check && d->side[1].qp) {
 		memset(&d->rec, 0, sizeof(d->rec));
 		init_completion(&d->rec.reached);
@@ -772,7 +872,7 @@ static int pp_teardown(struct pp_dev *d, bool check, int *flushed)
 	if (!IS_ERR_OR_NULL(d->pd))
 		ib_dealloc_pd(d->pd);
 	d->pd = NULL;
-	return rc;
+	return rc ?: irc;
 }
 
 static bool pp_mode_wanted(int m)
