@@ -202,6 +202,8 @@ static void kevd_cr_end(struct kevd_cm *req, const void *pdata, u8 len)
 	rdma_unlock_handler(req->id);
 	if (ret)
 		pr_debug("kevd: rdma_reject: %d\n", ret);
+	if (req->id->qp)	/* made on kevd_cr_id() by the consumer */
+		rdma_destroy_qp(req->id);
 	rdma_destroy_id(req->id);
 	kevd_cm_release(req);
 }
@@ -503,19 +505,48 @@ static u32 kevd_cm_send_max(struct rdma_cm_id *id, bool reject)
 			IB_CM_REP_PRIVATE_DATA_SIZE;
 }
 
-/* Is @cr a pending request whose transport takes @len bytes? */
-static int kevd_cr_check(void *cr, u32 len, bool reject)
+/*
+ * Is @cr a pending request whose transport takes @len bytes (and, if
+ * @need_qp, with a QP the consumer created)?
+ */
+static int kevd_cr_check(void *cr, u32 len, bool reject, bool need_qp)
 {
 	struct kevd_cm *req;
 	int ret = -EINVAL;
 
 	mutex_lock(&kevd_cm_mutex);
 	req = xa_load(&kevd_crs, (unsigned long)cr);
-	if (req && len <= kevd_cm_send_max(req->id, reject))
+	if (req && len <= kevd_cm_send_max(req->id, reject) &&
+	    (!need_qp || req->id->qp))
 		ret = 0;
 	mutex_unlock(&kevd_cm_mutex);
 	return ret;
 }
+
+/**
+ * kevd_cr_id() - the rdma_cm_id of a pending connection request.
+ * @cr: the handle of a CR event.
+ *
+ * For a consumer that creates the QP itself (rdma_create_qp() on this id)
+ * to post receives before it accepts, as a DAT consumer does with its
+ * endpoint; kevd_cr_accept() then takes NULL for the PD and QP
+ * attributes. The id is kevd's until the request is accepted: valid
+ * while the request is pending (not after kevd_cr_reject() or the
+ * listener's kevd_cm_destroy_id()); do not destroy it.
+ *
+ * Context: process context.
+ * Return: the id, or NULL for a handle that is not a pending request.
+ */
+struct rdma_cm_id *kevd_cr_id(void *cr)
+{
+	struct kevd_cm *req;
+
+	mutex_lock(&kevd_cm_mutex);
+	req = xa_load(&kevd_crs, (unsigned long)cr);
+	mutex_unlock(&kevd_cm_mutex);
+	return req ? req->id : NULL;
+}
+EXPORT_SYMBOL_GPL(kevd_cr_id);
 
 /**
  * kevd_cr_accept() - accept a connection request.
@@ -523,7 +554,8 @@ static int kevd_cr_check(void *cr, u32 len, bool reject)
  * @attr: the EVDs and endpoint handle of the new connection (a
  *	@attr->conn_evd is needed).
  * @pd: the protection domain of its QP.
- * @qp_attr: its QP (rdma_create_qp() on the request's id).
+ * @qp_attr: its QP (rdma_create_qp() on the request's id); NULL (and a
+ *	NULL @pd) if the consumer created it on kevd_cr_id().
  * @param: rdma_accept()'s parameters, private data included.
  * @id: the accepted id, bound as by kevd_cm_bind(): the consumer
  *	disconnects it and ends it with kevd_cm_destroy_id().
@@ -545,11 +577,11 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 	struct kevd_cm held = { }, *req;
 	int ret;
 
-	if (!attr || !attr->conn_evd || !pd || !qp_attr || !param || !id ||
+	if (!attr || !attr->conn_evd || !pd != !qp_attr || !param || !id ||
 	    (param->private_data_len && !param->private_data))
 		return -EINVAL;
 	might_sleep();
-	ret = kevd_cr_check(cr, param->private_data_len, false);
+	ret = kevd_cr_check(cr, param->private_data_len, false, !qp_attr);
 	if (ret)
 		return ret;
 	ret = kevd_cm_hold_all(&held, attr);
@@ -560,9 +592,11 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 		kevd_cm_unhold_all(&held);
 		return -EINVAL;
 	}
-	ret = rdma_create_qp(req->id, pd, qp_attr);
-	if (ret)
-		goto err;
+	if (qp_attr) {
+		ret = rdma_create_qp(req->id, pd, qp_attr);
+		if (ret)
+			goto err;
+	}
 	rdma_lock_handler(req->id);
 	req->cr_evd = held.cr_evd;
 	req->conn_evd = held.conn_evd;
@@ -572,7 +606,6 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 	ret = rdma_accept(req->id, param);
 	rdma_unlock_handler(req->id);
 	if (ret) {
-		rdma_destroy_qp(req->id);
 		kevd_cr_end(req, NULL, 0);
 		return ret;
 	}
@@ -607,7 +640,7 @@ int kevd_cr_reject(void *cr, const void *private_data, u8 private_data_len)
 	if (private_data_len && !private_data)
 		return -EINVAL;
 	might_sleep();
-	if (kevd_cr_check(cr, private_data_len, true))
+	if (kevd_cr_check(cr, private_data_len, true, false))
 		return -EINVAL;
 	req = kevd_cr_claim(cr);
 	if (!req)

@@ -192,11 +192,12 @@ static void kevd_cm_event_map(struct kunit *test)
 	struct kevd_cm_attr attr = { };
 	struct kevd *conn, *async;
 	struct rdma_cm_id *id;
+	u8 *pdata = kunit_kzalloc(test, KEVD_CM_MAX_PRIVATE_DATA, GFP_KERNEL);
 	struct kevd_event ev;
-	u8 pdata[KEVD_CM_MAX_PRIVATE_DATA];
 	int i, calls;
 
 	KUNIT_ASSERT_NOT_NULL(test, c);
+	KUNIT_ASSERT_NOT_NULL(test, pdata);
 	async = cm_evd(test, 16, KEVD_ASYNC_FLAG, NULL);
 	conn = cm_evd(test, 16, KEVD_CONNECTION_FLAG, NULL);
 	id = cm_id(test, c);
@@ -216,7 +217,7 @@ static void kevd_cm_event_map(struct kunit *test)
 		calls = c->calls;
 		KUNIT_EXPECT_EQ(test, cm_fire(id, mc->type, mc->status, pdata,
 					      len), 0);
-		memset(pdata, 0, sizeof(pdata));
+		memset(pdata, 0, KEVD_CM_MAX_PRIVATE_DATA);
 		KUNIT_EXPECT_EQ(test, c->calls, calls + (mc->to == CM_CHAIN));
 		if (mc->to == CM_CHAIN)
 			KUNIT_EXPECT_EQ(test, c->last, mc->type);
@@ -284,6 +285,15 @@ static int cm_accept(struct kunit *test, void *cr,
 	return ret;
 }
 
+/* Accept with the QP the consumer made on kevd_cr_id() (none here). */
+static int cm_accept_own_qp(void *cr, const struct kevd_cm_attr *attr)
+{
+	struct rdma_conn_param param = { };
+	struct rdma_cm_id *id = NULL;
+
+	return kevd_cr_accept(cr, attr, NULL, NULL, &param, &id);
+}
+
 /*
  * A listener's request: a CR event with the service point, the port and
  * the requester's private data (kevd's copy); then a handle that works
@@ -323,6 +333,11 @@ static void kevd_cm_request_and_reject(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, cm_pattern_ok(ev.cr.private_data, 56, 3));
 	KUNIT_EXPECT_NOT_NULL(test, ev.cr.cr);
 
+	KUNIT_EXPECT_PTR_EQ(test, kevd_cr_id(ev.cr.cr), req);
+	/* no QP made on kevd_cr_id(), and no PD: refused, still pending */
+	attr.conn_evd = conn;
+	KUNIT_EXPECT_EQ(test, cm_accept_own_qp(ev.cr.cr, &attr), -EINVAL);
+	attr.conn_evd = NULL;
 	/* bad arguments: the request stays pending */
 	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, pdata,
 					     sizeof(pdata)), -EINVAL);
@@ -333,6 +348,7 @@ static void kevd_cm_request_and_reject(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(cr_evd), -EBUSY);
 
 	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, pdata, 8), 0);
+	KUNIT_EXPECT_NULL(test, kevd_cr_id(ev.cr.cr));
 	/* once only, whatever comes next */
 	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, NULL, 0), -EINVAL);
 	attr.conn_evd = conn;

@@ -315,8 +315,7 @@ static int kc_traffic(struct kc_dev *d, struct ib_qp *aqp, struct ib_qp *pqp)
 {
 	int i, ret = 0;
 
-	for (i = 0; i < KC_MSGS && !ret; i++)
-		ret = kc_post(d, pqp, false, 100 + i, KC_MSGS + i);
+	/* the receives were posted before the accept (kc_prepost()) */
 	for (i = 0; i < KC_MSGS && !ret; i++)
 		ret = kc_post(d, aqp, true, 200 + i, i);
 	if (!ret)
@@ -377,9 +376,28 @@ static int kc_flush_then_disconnect(struct kc_dev *d, struct kc_active *a,
 	return ret;
 }
 
-/* A request accepted: both sides ESTABLISHED; *@pid is the accepted id. */
+/* The accepter's QP on the request's id, with its receives posted. */
+static int kc_prepost(struct kc_dev *d, void *cr,
+		      struct ib_qp_init_attr *qp_attr)
+{
+	struct rdma_cm_id *id = kevd_cr_id(cr);
+	int i, ret;
+
+	if (!id)
+		return -EINVAL;
+	ret = rdma_create_qp(id, d->pd, qp_attr);
+	for (i = 0; i < KC_MSGS && !ret; i++)
+		ret = kc_post(d, id->qp, false, 100 + i, KC_MSGS + i);
+	return ret;
+}
+
+/*
+ * A request accepted: both sides ESTABLISHED; *@pid is the accepted id.
+ * With @prepost, the accepter creates its QP on the request's id itself
+ * and posts its receives before it accepts, as a DAT consumer does.
+ */
 static int kc_establish(struct kc_dev *d, struct kc_active *a,
-			struct rdma_cm_id **pid)
+			struct rdma_cm_id **pid, bool prepost)
 {
 	struct rdma_conn_param param = {
 		.responder_resources = 1,
@@ -404,7 +422,14 @@ static int kc_establish(struct kc_dev *d, struct kc_active *a,
 	kc_pattern(acc, sizeof(acc), 4);
 	param.private_data = acc;
 	param.private_data_len = sizeof(acc);
-	ret = kevd_cr_accept(cr, &attr, d->pd, &qp_attr, &param, pid);
+	if (prepost)
+		ret = kc_prepost(d, cr, &qp_attr);
+	if (ret)
+		kevd_cr_reject(cr, NULL, 0);
+	else if (prepost)
+		ret = kevd_cr_accept(cr, &attr, NULL, NULL, &param, pid);
+	else
+		ret = kevd_cr_accept(cr, &attr, d->pd, &qp_attr, &param, pid);
 	if (!ret)
 		ret = kc_expect(d, d->p_evd, KEVD_CONNECTION_EVENT_ESTABLISHED,
 				&ev, "accepter established");
@@ -442,7 +467,7 @@ static int kc_accept_round(struct kc_dev *d)
 	struct kc_active a;
 	int ret;
 
-	ret = kc_establish(d, &a, &pid);
+	ret = kc_establish(d, &a, &pid, true);
 	if (!ret)
 		ret = kc_traffic(d, a.id->qp, pid->qp);
 	if (!ret)
@@ -616,7 +641,7 @@ static int kc_mr_round(struct kc_dev *d)
 	bool mapped;
 	int ret, n;
 
-	ret = kc_establish(d, &a, &pid);
+	ret = kc_establish(d, &a, &pid, false);
 	if (!ret) {
 		mr = ib_alloc_mr(d->pd, IB_MR_TYPE_MEM_REG, 1);
 		if (IS_ERR(mr)) {

@@ -487,6 +487,7 @@ struct kevd_cm_attr {
 int kevd_cm_bind(struct rdma_cm_id *id, const struct kevd_cm_attr *attr);
 void *kevd_cm_context(struct rdma_cm_id *id);
 void kevd_cm_destroy_id(struct rdma_cm_id *id);
+struct rdma_cm_id *kevd_cr_id(void *cr);
 int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 		   struct ib_pd *pd, struct ib_qp_init_attr *qp_attr,
 		   struct rdma_conn_param *param, struct rdma_cm_id **id);
