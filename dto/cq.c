@@ -230,6 +230,35 @@ static u32 kevd_cq_reserve(struct kevd *evd, u32 want)
 	return n;
 }
 
+/*
+ * Move up to @budget completions from the CQ into the ring; *@empty says
+ * whether a poll came back short (the CQ was empty then).
+ */
+static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
+			bool *empty)
+{
+	u32 done = 0, want, resv;
+	int n;
+
+	*empty = false;
+	while (done < budget) {
+		want = min_t(u32, budget - done, KEVD_BATCH);
+		resv = kevd_cq_reserve(evd, want);
+		if (!resv)
+			break;
+		n = ib_poll_cq(evd->cq, resv, wcs);
+		if (n < 0)
+			n = 0;
+		kevd_ring_commit_wcs(evd, wcs, n, resv);
+		done += n;
+		if (n < resv) {
+			*empty = true;
+			break;
+		}
+	}
+	return done;
+}
+
 /**
  * kevd_cq_drain() - move completions from the CQ into the event ring.
  * @evd: the EVD; the caller owns it (KEVD_POLL_SCHED).
@@ -244,23 +273,9 @@ static u32 kevd_cq_reserve(struct kevd *evd, u32 want)
  */
 u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget)
 {
-	u32 done = 0, want, resv;
-	int n;
+	bool empty;
 
-	while (done < budget) {
-		want = min_t(u32, budget - done, KEVD_BATCH);
-		resv = kevd_cq_reserve(evd, want);
-		if (!resv)
-			break;
-		n = ib_poll_cq(evd->cq, resv, wcs);
-		if (n < 0)
-			n = 0;
-		kevd_ring_commit_wcs(evd, wcs, n, resv);
-		done += n;
-		if (n < resv)
-			break;
-	}
-	return done;
+	return kevd_cq_move(evd, wcs, budget, &empty);
 }
 
 /**
@@ -279,24 +294,12 @@ u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget)
  */
 u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget)
 {
-	u32 done = 0, want, resv;
-	int n;
+	bool empty;
+	u32 done;
 
-	for (;;) {
-		want = min_t(u32, budget - done, KEVD_BATCH);
-		if (!want)
-			return done;
-		resv = kevd_cq_reserve(evd, want);
-		if (!resv)
-			return done;
-		n = ib_poll_cq(evd->cq, resv, wcs);
-		if (n < 0)
-			n = 0;
-		kevd_ring_commit_wcs(evd, wcs, n, resv);
-		done += n;
-		if (n < resv)
-			break;
-	}
+	done = kevd_cq_move(evd, wcs, budget, &empty);
+	if (!empty)
+		return done;
 	if (kevd_ring_unfence(evd)) {
 		/* no room for all of them: as a drain stopped at a full ring */
 		WRITE_ONCE(evd->cq_stalled, true);

@@ -1354,6 +1354,22 @@ out:
 #define FENCE_QLEN	16
 #define FENCE_WCS	128
 
+/* An endpoint's EVD: its completions and its connection events. */
+static struct kevd *fence_evd(struct kunit *test, struct fake_hca *hca)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	attr.qlen = FENCE_QLEN;
+	attr.cq_depth = 4 * FENCE_WCS;
+	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
 static u32 fence_qlen(struct kevd *evd)
 {
 	struct kevd_param p;
@@ -1432,7 +1448,6 @@ static void kevd_consumer_disconnect_after_flushes(struct kunit *test)
 		.connection.ep = test,
 	};
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	struct kevd_param p;
 	struct kevd *evd;
 	u64 next;
@@ -1440,13 +1455,7 @@ static void kevd_consumer_disconnect_after_flushes(struct kunit *test)
 
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = FENCE_QLEN;
-	attr.cq_depth = 4 * FENCE_WCS;
-	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = fence_evd(test, hca);
 
 	next = fence_fill(test, evd) + 1;
 	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
@@ -1497,18 +1506,11 @@ static void kevd_consumer_fenced_event_discarded(struct kunit *test)
 	};
 	struct kevd_stats before, after;
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	struct kevd *evd;
 
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = FENCE_QLEN;
-	attr.cq_depth = 4 * FENCE_WCS;
-	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = fence_evd(test, hca);
 	kevd_total_stats(&before);
 	/* the ring stays full: DISCONNECTED cannot pass the CQ */
 	fence_fill(test, evd);
