@@ -365,6 +365,9 @@ struct dto_cons {
 	unsigned long *seen;	/* MANY */
 	u32 nbits;
 	struct task_struct *thread;	/* DISABLE's consumer */
+	/* an upcall of software event @hold_sw waits for @release */
+	unsigned long hold_sw;
+	struct completion *entered, *release;
 };
 
 static bool dto_cons_ordered(const struct dto_cons *c)
@@ -405,6 +408,11 @@ static void dto_cons_upcall(void *ctx, const struct kevd_event *ev, bool more)
 
 	if (ev) {
 		dto_cons_record(c, ev);
+		if (c->release && ev->event_number == KEVD_SOFTWARE_EVENT &&
+		    (unsigned long)ev->software.pointer == c->hold_sw) {
+			complete(c->entered);
+			wait_for_completion(c->release);
+		}
 		return;
 	}
 	while (!kevd_dequeue(c->evd, &e))	/* NOTIFY's doorbell */
@@ -720,17 +728,45 @@ static void kevd_dto_stress(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+#define MIXED_TAIL	8
+
+/*
+ * The ring path for certain: while the upcall of software event @sw
+ * blocks, event @sw + 1 is queued and completions arrive; the pass after
+ * it finds the ring not empty and drains them behind that event.
+ */
+static void mixed_through_ring(struct kunit *test, struct dto_cons *r,
+			       unsigned long sw)
+{
+	DECLARE_COMPLETION_ONSTACK(entered);
+	DECLARE_COMPLETION_ONSTACK(release);
+	struct ib_cq *cq = kevd_cq(r->evd);
+	int i;
+
+	r->hold_sw = sw;
+	r->entered = &entered;
+	r->release = &release;
+	KUNIT_EXPECT_EQ(test, kevd_post_se(r->evd, (void *)sw), 0);
+	if (!wait_for_completion_timeout(&entered, KEVD_TEST_WAIT))
+		KUNIT_FAIL(test, "the upcall of software event %lu never ran", sw);
+	KUNIT_EXPECT_EQ(test, kevd_post_se(r->evd, (void *)(sw + 1)), 0);
+	for (i = 0; i < MIXED_TAIL; i++)
+		KUNIT_EXPECT_EQ(test, fake_cq_add_seq(cq), 0);
+	fake_cq_fire(cq);
+	complete(&release);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->sw, sw + 2));
+	r->release = NULL;
+}
+
 /*
  * SINGLE_INSTANCE with completions and software events together: while
  * the ring is empty completions go straight from the CQ to the upcall,
  * else through the ring behind the software events. Neither stream may
  * lose, repeat or reorder an event across the switches. Both paths must
  * run: the last few completions come when everything else was delivered
- * (the ring is empty: the direct path); the software events make some go
- * through the ring.
+ * (the ring is empty: the direct path), and the last ones come behind a
+ * software event queued while an upcall blocks (the ring path).
  */
-#define MIXED_TAIL	8
-
 static void kevd_dto_mixed_streams(struct kunit *test)
 {
 	u32 nsw = dto_stress_n() / 20, posted = 0;
@@ -776,6 +812,10 @@ static void kevd_dto_mixed_streams(struct kunit *test)
 	ndto = prod->n + MIXED_TAIL;
 	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->dto, ndto));
 	kthread_stop(t);
+	mixed_through_ring(test, r, nsw);
+	nsw += 2;
+	ndto += MIXED_TAIL;
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->dto, ndto));
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
 						 NULL, 0), 0);
 	fake_cq_stats(prod->cq, &st);
@@ -969,6 +1009,77 @@ static void kevd_dto_teardown_while_firing(struct kunit *test)
 	fake_hca_destroy(e->hca);
 }
 
+/* Take the next event of @evd (DISABLE) within the test bound. */
+static int gate_take(struct kevd *evd, struct kevd_event *ev)
+{
+	u32 nmore;
+
+	return kevd_wait(evd, 60 * USEC_PER_SEC, 1, ev, &nmore);
+}
+
+/*
+ * The CM binding's gate (an accepted endpoint before its ESTABLISHED):
+ * completions stay in the CQ, the CQ stays unarmed, a connection event
+ * held behind the CQ stays held; ESTABLISHED is queued at once, and once
+ * the gate lifts everything follows it in CQ order.
+ */
+static void kevd_dto_gate_holds_cq(struct kunit *test)
+{
+	struct kevd_event est = {
+		.event_number = KEVD_CONNECTION_EVENT_ESTABLISHED,
+	};
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+	};
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd_param p;
+	struct kevd_event ev;
+	struct kevd *evd;
+	int i;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.cpu = 0;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+
+	kevd_cq_gate(evd);
+	KUNIT_EXPECT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), 16), 16);
+	fake_cq_fire(kevd_cq(evd));
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	kevd_test_flush_pollers(test);	/* the EVD's pass came and went */
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.count, 0U);
+	KUNIT_EXPECT_EQ(test, fake_cq_count(kevd_cq(evd)), 16U);
+	KUNIT_EXPECT_FALSE(test, fake_cq_armed(kevd_cq(evd)));
+
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &est), 0);
+	kevd_cq_ungate(evd);
+	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_ESTABLISHED);
+	for (i = 0; i < 16; i++) {
+		KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.event_number,
+				(u32)KEVD_DTO_COMPLETION_EVENT);
+		KUNIT_EXPECT_EQ(test, ev.dto.cookie, (u64)i);
+	}
+	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	/* and the CQ is armed again */
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_TRUE(test, fake_cq_armed(kevd_cq(evd)));
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* QP and device async events routed into an async EVD. */
 static void kevd_dto_post_ib_event(struct kunit *test)
 {
@@ -1022,6 +1133,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_cq_overrun),
 	KUNIT_CASE(kevd_dto_free_with_qp),
 	KUNIT_CASE(kevd_dto_post_ib_event),
+	KUNIT_CASE(kevd_dto_gate_holds_cq),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
 	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_case_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
