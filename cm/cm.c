@@ -30,6 +30,10 @@
  *     under it and no rdma_cm call is made under it;
  *   - kevd_cr_accept() sets the EVDs of a request under the id's handler
  *     mutex (rdma_lock_handler()), so the handler never sees them change;
+ *   - an accepted endpoint whose QP completes into its connection EVD's
+ *     CQ gates that CQ (kevd_cq_gate()) from before rdma_accept() until
+ *     its ESTABLISHED is queued, or the connect ends otherwise: a receive
+ *     that beats the RTU is delivered after ESTABLISHED;
  *   - lifetime: a binding lives as long as its id. kevd_cm_destroy_id()
  *     destroys the id first (rdma_destroy_id() waits for a running
  *     handler), then the binding. A handler that returns non-zero, after
@@ -59,6 +63,8 @@
  * @requests: on a listener, its pending requests; under kevd_cm_mutex.
  * @request_node: on a pending request, its place on @requests.
  * @handle: on a pending request, its index in kevd_crs; 0 otherwise.
+ * @gated: the EVD whose CQ an accepted endpoint holds until its
+ *	ESTABLISHED is queued (kevd_cq_gate()), or NULL.
  */
 struct kevd_cm {
 	struct rdma_cm_id *id;
@@ -73,6 +79,7 @@ struct kevd_cm {
 	struct list_head requests;
 	struct list_head request_node;
 	u32 handle;
+	struct kevd *gated;
 };
 
 struct kevd_cm_pdata {
@@ -141,10 +148,19 @@ static struct kevd_cm *kevd_cm_alloc(struct rdma_cm_id *id)
 	return cm;
 }
 
+/* The accepted endpoint's connection is settled: its completions go. */
+static void kevd_cm_ungate(struct kevd_cm *cm)
+{
+	if (cm->gated)
+		kevd_cq_ungate(cm->gated);
+	cm->gated = NULL;
+}
+
 static void kevd_cm_release(struct kevd_cm *cm)
 {
 	struct kevd_cm_pdata *pd, *tmp;
 
+	kevd_cm_ungate(cm);
 	kevd_cm_unhold_all(cm);
 	list_for_each_entry_safe(pd, tmp, &cm->pdata, node)
 		kfree(pd);
@@ -327,6 +343,9 @@ static int kevd_cm_connection(struct kevd_cm *cm, struct rdma_cm_id *id,
 		.connection.ep = cm->ep,
 	};
 
+	/* any other outcome of the connect lets the completions go first */
+	if (number != KEVD_CONNECTION_EVENT_ESTABLISHED)
+		kevd_cm_ungate(cm);
 	if (!cm->conn_evd)
 		return kevd_cm_chain(cm, id, ev);
 	if (pdata)
@@ -335,6 +354,8 @@ static int kevd_cm_connection(struct kevd_cm *cm, struct rdma_cm_id *id,
 					   &conn.connection.private_data_size);
 	/* a drop raised the overflow: never silent, the id stays */
 	kevd_post_event(cm->conn_evd, &conn);
+	/* ESTABLISHED is queued: the endpoint's completions follow it */
+	kevd_cm_ungate(cm);
 	return 0;
 }
 
@@ -354,6 +375,7 @@ static int kevd_cm_removal(struct kevd_cm *cm, struct rdma_cm_id *id,
 		kevd_cm_release(cm);
 		return -ENODEV;
 	}
+	kevd_cm_ungate(cm);
 	if (!cm->async_evd)
 		return kevd_cm_chain(cm, id, ev);
 	kevd_post_event(cm->async_evd, &cat);
@@ -505,6 +527,14 @@ static u32 kevd_cm_send_max(struct rdma_cm_id *id, bool reject)
 			IB_CM_REP_PRIVATE_DATA_SIZE;
 }
 
+/* Does @qp complete into the CQ of @evd? */
+static bool kevd_cm_feeds(struct kevd *evd, struct ib_qp *qp)
+{
+	struct ib_cq *cq = kevd_cq(evd);
+
+	return cq && (qp->send_cq == cq || qp->recv_cq == cq);
+}
+
 /*
  * Is @cr a pending request whose transport takes @len bytes (and, if
  * @need_qp, with a QP the consumer created)?
@@ -596,6 +626,11 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 		ret = rdma_create_qp(req->id, pd, qp_attr);
 		if (ret)
 			goto err;
+	}
+	/* before the QP can receive: nothing of it leaves the CQ yet */
+	if (kevd_cm_feeds(held.conn_evd, req->id->qp)) {
+		kevd_cq_gate(held.conn_evd);
+		req->gated = held.conn_evd;
 	}
 	rdma_lock_handler(req->id);
 	req->cr_evd = held.cr_evd;

@@ -17,6 +17,11 @@
  *     wait on the ring's fenced list until the owner has drained the CQ
  *     empty (kevd_cq_unfence()): the completions an endpoint had in the CQ
  *     when its DISCONNECTED was posted come before it.
+ *   - A gate (kevd_cq_gate(), cm/cm.c while an accepted endpoint awaits
+ *     its ESTABLISHED) stops the owner taking anything from the CQ. The
+ *     owner marks each poll (cq_polling) before it looks at the gates, and
+ *     the gate waits for a poll in progress: Dekker's pattern, one full
+ *     barrier per poll.
  *   - Teardown (kevd_free()): the EVD is marked dead under evd->lock, the
  *     poller lets go, then ib_destroy_cq(); only then is the memory freed.
  */
@@ -90,6 +95,66 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 	evd->postats.arms++;
 	return 0;
 }
+
+/**
+ * kevd_cq_poll() - poll the CQ, unless a gate holds it.
+ * @evd: the EVD; the caller owns it.
+ * @n: at most this many.
+ * @wcs: where to put them.
+ *
+ * Context: the owning poller.
+ * Return: what ib_poll_cq() returns, or -EAGAIN while the CQ is gated.
+ */
+int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
+{
+	int ret = -EAGAIN;
+
+	WRITE_ONCE(evd->cq_polling, true);
+	smp_mb();	/* pairs with kevd_cq_gate(): polling, then the gates */
+	if (!atomic_read(&evd->cq_gates))
+		ret = ib_poll_cq(evd->cq, n, wcs);
+	/* release: the poll is over before a gate sees it end */
+	smp_store_release(&evd->cq_polling, false);
+	return ret;
+}
+
+/**
+ * kevd_cq_gate() - hold the completions of the CQ in the CQ.
+ * @evd: an EVD with a CQ.
+ *
+ * When this returns, no poll takes a completion from the CQ until the
+ * matching kevd_cq_ungate(): a poll in progress has ended, and later ones
+ * see the gate. The arm check leaves a gated CQ unarmed. For the CM
+ * binding: an accepted endpoint's completions wait until its ESTABLISHED
+ * is queued (Documentation/kevd/cm.rst).
+ *
+ * Context: process context; may sleep (not from a poller's pass).
+ */
+void kevd_cq_gate(struct kevd *evd)
+{
+	might_sleep();
+	atomic_inc(&evd->cq_gates);
+	smp_mb__after_atomic();	/* pairs with kevd_cq_poll() */
+	/* a poll that missed the gate is in ib_poll_cq(): short, no sleep */
+	while (smp_load_acquire(&evd->cq_polling))
+		cond_resched();
+}
+EXPORT_SYMBOL_GPL(kevd_cq_gate);	/* not public: cm/cm.c and kevd's tests */
+
+/**
+ * kevd_cq_ungate() - let the completions of the CQ go again.
+ * @evd: an EVD kevd_cq_gate() holds.
+ *
+ * The EVD is scheduled: its owner drains the CQ and arms it again.
+ *
+ * Context: any.
+ */
+void kevd_cq_ungate(struct kevd *evd)
+{
+	if (atomic_dec_and_test(&evd->cq_gates))
+		kevd_schedule(evd);
+}
+EXPORT_SYMBOL_GPL(kevd_cq_ungate);	/* not public: as kevd_cq_gate() */
 
 /**
  * kevd_cq_fit() - keep a CQ sized by the queue length able to hold it.
@@ -246,10 +311,11 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
 		resv = kevd_cq_reserve(evd, want);
 		if (!resv)
 			break;
-		n = ib_poll_cq(evd->cq, resv, wcs);
+		n = kevd_cq_poll(evd, resv, wcs);
+		/* gated (or a provider error): nothing, and not empty */
+		kevd_ring_commit_wcs(evd, wcs, max(n, 0), resv);
 		if (n < 0)
-			n = 0;
-		kevd_ring_commit_wcs(evd, wcs, n, resv);
+			break;
 		done += n;
 		if (n < resv) {
 			*empty = true;

@@ -223,6 +223,8 @@ struct kevd_direct {
  * @notifications: completion notifications received (atomic).
  * @postats: the owning poller's counters.
  * @cq: the CQ of the DTO stream, or NULL.
+ * @cq_polling: the owner is in kevd_cq_poll() (Dekker with @cq_gates).
+ * @cq_gates: gates holding the CQ's completions (kevd_cq_gate()).
  * @cq_follows_qlen: the CQ's depth came from the queue length (kevd_cq_fit()).
  * @solicited_only: arm for solicited completions only.
  * @cq_error_reported: an IB_EVENT_CQ_ERR was turned into an overflow.
@@ -268,6 +270,8 @@ struct kevd {
 	struct kevd_poll_stats postats;
 
 	struct ib_cq *cq;
+	bool cq_polling;
+	atomic_t cq_gates;
 	bool cq_follows_qlen;
 	bool solicited_only;
 	bool cq_error_reported;
@@ -421,6 +425,9 @@ void kevd_cq_destroy(struct kevd *evd);
 bool kevd_cq_busy(struct kevd *evd);
 int kevd_cq_fit(struct kevd *evd, u32 qlen);
 void kevd_cq_unstall(struct kevd *evd);
+int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs);
+void kevd_cq_gate(struct kevd *evd);
+void kevd_cq_ungate(struct kevd *evd);
 u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 

@@ -39,7 +39,7 @@
  * @wcs: room for one work completion.
  *
  * A CQ whose drain stopped at a full ring is not armed: the consumer's
- * next dequeue reschedules the EVD.
+ * next dequeue reschedules the EVD. Nor is a gated one (kevd_cq_gate()).
  *
  * Context: the owning poller thread.
  * Return: true if the EVD needs another pass.
@@ -50,7 +50,9 @@ bool kevd_arm_and_check(struct kevd *evd, struct kevd_poller *p,
 	enum ib_cq_notify_flags how;
 	int mode, ret, found;
 
-	if (!evd->cq || READ_ONCE(evd->cq_stalled))
+	/* a gated CQ stays unarmed: kevd_cq_ungate() schedules the EVD */
+	if (!evd->cq || READ_ONCE(evd->cq_stalled) ||
+	    atomic_read(&evd->cq_gates))
 		return false;
 	how = (evd->solicited_only ? IB_CQ_SOLICITED : IB_CQ_NEXT_COMP) |
 	      IB_CQ_REPORT_MISSED_EVENTS;
