@@ -21,7 +21,8 @@
  *     its ESTABLISHED) stops the owner taking anything from the CQ. The
  *     owner marks each poll (cq_polling) before it looks at the gates, and
  *     the gate waits for a poll in progress: Dekker's pattern, one full
- *     barrier per poll.
+ *     barrier per poll of an EVD that has the connection stream (only
+ *     those are gated).
  *   - Teardown (kevd_free()): the EVD is marked dead under evd->lock, the
  *     poller lets go, then ib_destroy_cq(); only then is the memory freed.
  */
@@ -109,6 +110,9 @@ int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 {
 	int ret = -EAGAIN;
 
+	/* only an EVD that has the connection stream is ever gated */
+	if (!(evd->flags & KEVD_CONNECTION_FLAG))
+		return ib_poll_cq(evd->cq, n, wcs);
 	WRITE_ONCE(evd->cq_polling, true);
 	smp_mb();	/* pairs with kevd_cq_gate(): polling, then the gates */
 	if (!atomic_read(&evd->cq_gates))
@@ -120,7 +124,8 @@ int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 
 /**
  * kevd_cq_gate() - hold the completions of the CQ in the CQ.
- * @evd: an EVD with a CQ.
+ * @evd: an EVD with a CQ and the connection stream (the others never
+ *	look at the gate: no barrier on their polls).
  *
  * When this returns, no poll takes a completion from the CQ until the
  * matching kevd_cq_ungate(): a poll in progress has ended, and later ones
