@@ -3,14 +3,12 @@
  * kevd_pingpong: a DAPL-style consumer of kevd on real RDMA devices.
  *
  * For each device it finds through an ib_client (all, or those named in
- * the "device" parameter), it creates a PD, a DTO EVD and a connection
- * EVD, and a connected pair of RC QPs on that device (kevd_rc.c):
- *   - RoCE (rxe): raw ib_modify_qp() to RTS with the port's GID;
- *   - iWARP (siw): rdma_cm to the "addr" parameter, an IPv6 address of
- *     the siw device's netdev (rdma_cm refuses lo and 127/8 elsewhere;
- *     the test kernels use fe80::2 on a dummy netdev), whose handler posts the
- *     connection events (ESTABLISHED, DISCONNECTED) into the connection
- *     EVD with kevd_post_event().
+ * the "device" parameter), it creates a PD, a DTO EVD and a connected
+ * pair of RC QPs on that device (kevd_rc.c): rdma_cm on any transport,
+ * through kevd's CM binding, to the device's address in "addrs" (an IPv6
+ * address of its netdev: rdma_cm refuses lo and 127/8 elsewhere; the test
+ * kernels use fe80::2 for siw0 and fe80::3 for rxe0 on dummy netdevs);
+ * kevd_rc checks both sides' ESTABLISHED and DISCONNECTED.
  * Then, under each delivery mode (DISABLE with dequeue, DISABLE with
  * kevd_wait, SINGLE_INSTANCE, NOTIFY, MANY), it runs "iterations"
  * operations cycling through SEND/RECV, RDMA WRITE, RDMA WRITE with
@@ -45,6 +43,7 @@
  * upcalls (poller threads) and the CM handler run concurrently with it.
  */
 #include <linux/bitmap.h>
+#include <linux/in6.h>
 #include <linux/completion.h>
 #include <linux/module.h>
 #include <linux/scatterlist.h>
@@ -71,9 +70,9 @@ MODULE_PARM_DESC(modes, "Delivery modes (default dequeue,wait,single,notify,many
 static unsigned int rounds = 3;
 module_param(rounds, uint, 0444);
 MODULE_PARM_DESC(rounds, "Setup/teardown rounds per device (default 3)");
-static char *addr = "fe80::2";
-module_param(addr, charp, 0444);
-MODULE_PARM_DESC(addr, "IPv6 address of the iWARP device's netdev, for rdma_cm (default fe80::2; rdma_cm does not run over lo)");
+static char *addrs = "siw0@fe80::2,rxe0@fe80::3";
+module_param(addrs, charp, 0444);
+MODULE_PARM_DESC(addrs, "<ibdev>@<IPv6 address of its netdev>,... for rdma_cm (default siw0@fe80::2,rxe0@fe80::3; rdma_cm does not run over lo)");
 static unsigned short port = 18515;
 module_param(port, ushort, 0444);
 MODULE_PARM_DESC(port, "TCP port of the rdma_cm loopback connection (iWARP)");
@@ -141,8 +140,8 @@ struct pp_dev {
 	struct ib_pd *pd;
 	bool iwarp;
 	struct kevd *evd;
-	struct kevd *cevd;
 	struct pp_side side[2];
+	char addr[48];		/* an IPv6 address, from "addrs" */
 	struct kevd_rc rc;
 	struct pp_rec rec;
 	bool failed;
@@ -632,20 +631,6 @@ static void pp_qp_init_attr(struct pp_dev *d, struct pp_side *s,
 }
 
 /* The connection stream: rdma_cm's events go into the connection EVD. */
-static void pp_cm_event(struct kevd_rc *rc, int side,
-			enum rdma_cm_event_type event)
-{
-	struct pp_dev *d = container_of(rc, struct pp_dev, rc);
-	struct kevd_event ev = {
-		.event_number = event == RDMA_CM_EVENT_ESTABLISHED ?
-				KEVD_CONNECTION_EVENT_ESTABLISHED :
-				KEVD_CONNECTION_EVENT_DISCONNECTED,
-		.connection = { .ep = &d->side[side] },
-	};
-
-	kevd_post_event(d->cevd, &ev);
-}
-
 /* --- setup and teardown --------------------------------------------- */
 
 /* One signaled work request on each side's QP; both completions taken. */
@@ -744,6 +729,26 @@ static void pp_free_side(struct pp_dev *d, struct pp_side *s)
 	}
 }
 
+/* The device's address in "addrs" (<ibdev>@<IPv6>,...). */
+static int pp_addr(struct pp_dev *d)
+{
+	const char *name = dev_name(&d->dev->dev), *p = addrs, *at, *end;
+	size_t len = strlen(name);
+
+	while (p && *p) {
+		end = strchrnul(p, ',');
+		at = strnchr(p, end - p, '@');
+		if (at && at - p == len && !strncmp(p, name, len) &&
+		    end - at - 1 < sizeof(d->addr)) {
+			strscpy(d->addr, at + 1, end - at);
+			return 0;
+		}
+		p = *end ? end + 1 : end;
+	}
+	pr_err("kevd_pingpong: %s: no address in addrs=%s\n", name, addrs);
+	return -EINVAL;
+}
+
 static int pp_setup(struct pp_dev *d)
 {
 	struct kevd_attr attr;
@@ -753,13 +758,6 @@ static int pp_setup(struct pp_dev *d)
 	d->pd = ib_alloc_pd(d->dev, 0);
 	if (IS_ERR(d->pd))
 		return PTR_ERR(d->pd);
-	kevd_attr_init(&attr);
-	attr.flags = KEVD_CONNECTION_FLAG;
-	attr.qlen = 16;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	d->cevd = kevd_create(NULL, &attr);
-	if (IS_ERR(d->cevd))
-		return PTR_ERR(d->cevd);
 	kevd_attr_init(&attr);
 	attr.flags = KEVD_DTO_FLAG;
 	attr.qlen = 2 * depth;
@@ -789,9 +787,11 @@ static int pp_setup(struct pp_dev *d)
 	d->rc.pd = d->pd;
 	for (i = 0; i < 2; i++)
 		pp_qp_init_attr(d, &d->side[i], &d->rc.init[i]);
-	d->rc.addr = addr;
+	rc = pp_addr(d);
+	if (rc)
+		return rc;
+	d->rc.addr = d->addr;
 	d->rc.port = port;
-	d->rc.cm_event = pp_cm_event;
 	rc = kevd_rc_connect(&d->rc);
 	for (i = 0; i < 2; i++)
 		d->side[i].qp = d->rc.qp[i];
@@ -853,22 +853,6 @@ static int pp_teardown(struct pp_dev *d, bool check, int *flushed)
 			rc = rc ?: -EBUSY;
 	}
 	d->evd = NULL;
-	if (!IS_ERR_OR_NULL(d->cevd)) {
-		/* The CM path: ESTABLISHED x2 came first, then DISCONNECTED. */
-		if (d->iwarp && check) {
-			u32 want[] = { KEVD_CONNECTION_EVENT_ESTABLISHED,
-				       KEVD_CONNECTION_EVENT_ESTABLISHED,
-				       KEVD_CONNECTION_EVENT_DISCONNECTED,
-				       KEVD_CONNECTION_EVENT_DISCONNECTED };
-
-			for (i = 0; i < ARRAY_SIZE(want); i++)
-				if (kevd_dequeue(d->cevd, &ev) ||
-				    ev.event_number != want[i])
-					rc = rc ?: -EPROTO;
-		}
-		kevd_free(d->cevd);
-	}
-	d->cevd = NULL;
 	if (!IS_ERR_OR_NULL(d->pd))
 		ib_dealloc_pd(d->pd);
 	d->pd = NULL;

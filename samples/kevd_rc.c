@@ -1,158 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * kevd_rc: a connected pair of RC QPs on one RDMA device (see kevd_rc.h),
- * shared by kevd_pingpong and kevd_bench.
+ * shared by kevd_pingpong and kevd_bench; a consumer of kevd's CM binding.
  *
- * Locking: none of its own. The CM handler (rdma_cm's thread) writes the
- * side-1 id and QP at CONNECT_REQUEST, before it completes @done; the
- * caller reads them after waiting for @done.
+ * Locking: none of its own. rdma_cm's handler (kevd_rc_handler(), for
+ * side 0's connect) writes only @err; the caller reads it after its wait
+ * for an event ran out.
  */
-#include <linux/in.h>
+#include <linux/in6.h>
 #include <linux/inet.h>
 #include <linux/module.h>
-#include <rdma/ib_cache.h>
+#include <linux/netdevice.h>
 #include "kevd_rc.h"
 
-#define KEVD_RC_WAIT	(30 * HZ)
+#define KEVD_RC_WAIT_US	(30 * USEC_PER_SEC)
 
-/* --- RoCE: raw ib_modify_qp() ----------------------------------------- */
-
-static int kevd_rc_raw_connect(struct kevd_rc *rc)
-{
-	struct ib_qp_attr attr;
-	union ib_gid gid;
-	int ret, i;
-
-	for (i = 0; i < 2; i++) {
-		rc->qp[i] = ib_create_qp(rc->pd, &rc->init[i]);
-		if (IS_ERR(rc->qp[i])) {
-			ret = PTR_ERR(rc->qp[i]);
-			rc->qp[i] = NULL;
-			return ret;
-		}
-	}
-	ret = rdma_query_gid(rc->dev, 1, 0, &gid);
-	if (ret)
-		return ret;
-	for (i = 0; i < 2; i++) {
-		memset(&attr, 0, sizeof(attr));
-		attr.qp_state = IB_QPS_INIT;
-		attr.port_num = 1;
-		attr.qp_access_flags = IB_ACCESS_LOCAL_WRITE |
-				       IB_ACCESS_REMOTE_WRITE |
-				       IB_ACCESS_REMOTE_READ;
-		ret = ib_modify_qp(rc->qp[i], &attr, IB_QP_STATE |
-				   IB_QP_PKEY_INDEX | IB_QP_PORT |
-				   IB_QP_ACCESS_FLAGS);
-		if (ret)
-			return ret;
-		memset(&attr, 0, sizeof(attr));
-		attr.qp_state = IB_QPS_RTR;
-		attr.path_mtu = IB_MTU_1024;
-		attr.dest_qp_num = rc->qp[!i]->qp_num;
-		attr.max_dest_rd_atomic = 1;
-		attr.min_rnr_timer = 12;
-		attr.ah_attr.type = rdma_ah_find_type(rc->dev, 1);
-		rdma_ah_set_port_num(&attr.ah_attr, 1);
-		rdma_ah_set_grh(&attr.ah_attr, &gid, 0, 0, 1, 0);
-		/* Kernel users resolve the destination MAC themselves. */
-		rdma_get_ll_mac((struct in6_addr *)gid.raw,
-				attr.ah_attr.roce.dmac);
-		ret = ib_modify_qp(rc->qp[i], &attr, IB_QP_STATE | IB_QP_AV |
-				   IB_QP_PATH_MTU | IB_QP_DEST_QPN |
-				   IB_QP_RQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC |
-				   IB_QP_MIN_RNR_TIMER);
-		if (ret)
-			return ret;
-	}
-	for (i = 0; i < 2; i++) {
-		memset(&attr, 0, sizeof(attr));
-		attr.qp_state = IB_QPS_RTS;
-		attr.timeout = 14;
-		attr.retry_cnt = 7;
-		attr.rnr_retry = 7;
-		attr.max_rd_atomic = 1;
-		ret = ib_modify_qp(rc->qp[i], &attr, IB_QP_STATE |
-				   IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
-				   IB_QP_RNR_RETRY | IB_QP_SQ_PSN |
-				   IB_QP_MAX_QP_RD_ATOMIC);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-/* --- iWARP: rdma_cm ---------------------------------------------------- */
-
-static void kevd_rc_count(struct kevd_rc *rc, int side,
-			  enum rdma_cm_event_type event, atomic_t *sides)
-{
-	if (rc->cm_event)
-		rc->cm_event(rc, side, event);
-	if (atomic_inc_return(sides) == 2)
-		complete(&rc->done);
-}
-
-static int kevd_rc_cm_handler(struct rdma_cm_id *id,
-			      struct rdma_cm_event *event)
-{
-	struct kevd_rc *rc = id->context;
-	int side = id == rc->cm[0] ? 0 : 1;
-	struct rdma_conn_param param = {
-		.responder_resources = 1,
-		.initiator_depth = 1,
-		.retry_count = 7,
-		.rnr_retry_count = 7,
-	};
-	int ret = 0;
-
-	switch (event->event) {
-	case RDMA_CM_EVENT_ADDR_RESOLVED:
-		ret = rdma_resolve_route(id, 2000);
-		break;
-	case RDMA_CM_EVENT_ROUTE_RESOLVED:
-	case RDMA_CM_EVENT_CONNECT_REQUEST:
-		if (id->device != rc->dev) {
-			ret = -ENODEV;
-			break;
-		}
-		rc->cm[side] = id;
-		ret = rdma_create_qp(id, rc->pd, &rc->init[side]);
-		if (ret)
-			break;
-		rc->qp[side] = id->qp;
-		if (side == 0)
-			ret = rdma_connect_locked(id, &param);
-		else
-			ret = rdma_accept(id, &param);
-		break;
-	case RDMA_CM_EVENT_ESTABLISHED:
-		kevd_rc_count(rc, side, event->event, &rc->established);
-		return 0;
-	case RDMA_CM_EVENT_DISCONNECTED:
-		kevd_rc_count(rc, side, event->event, &rc->disconnected);
-		return 0;
-	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
-	case RDMA_CM_EVENT_CONNECT_RESPONSE:
-		return 0;
-	default:
-		ret = -ECONNREFUSED;
-		break;
-	}
-	if (ret) {
-		pr_err("kevd_rc: %s: rdma_cm event %d: %d\n",
-		       dev_name(&rc->dev->dev), event->event, ret);
-		rc->err = ret;
-		complete(&rc->done);
-		/* A failed request id is not ours to keep: the CM destroys it. */
-		if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-			rc->cm[1] = NULL;
-			rc->qp[1] = NULL;
-			return ret;
-		}
-	}
-	return 0;
-}
+static const struct rdma_conn_param kevd_rc_param = {
+	.responder_resources = 1,
+	.initiator_depth = 1,
+	.retry_count = 7,
+	.rnr_retry_count = 7,
+};
 
 static int kevd_rc_fail(struct kevd_rc *rc, const char *what, int ret)
 {
@@ -160,52 +28,155 @@ static int kevd_rc_fail(struct kevd_rc *rc, const char *what, int ret)
 	return ret;
 }
 
-static int kevd_rc_cm_connect(struct kevd_rc *rc)
+/* Side 0's connect, and nothing for the listener (kevd maps the rest). */
+static int kevd_rc_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
-	struct sockaddr_in6 sin = {
-		.sin6_family = AF_INET6,
-		.sin6_port = htons(rc->port),
-	};
-	struct sockaddr_in6 src;
-	struct net_device *ndev;
+	struct kevd_rc *rc = kevd_cm_context(id);
+	struct rdma_conn_param param = kevd_rc_param;
+	int ret = 0;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		ret = rdma_resolve_route(id, 2000);
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		ret = rdma_create_qp(id, rc->pd, &rc->init[0]);
+		if (!ret)
+			ret = rdma_connect_locked(id, &param);
+		break;
+	default:
+		break;
+	}
+	if (ret)
+		WRITE_ONCE(rc->err, ret);
+	return 0;
+}
+
+/* The next event of @evd, which must be @number for side @side's QP. */
+static int kevd_rc_expect(struct kevd_rc *rc, struct kevd *evd, u32 number,
+			  int side, struct kevd_event *ev)
+{
+	u32 nmore;
+	int ret;
+
+	ret = kevd_wait(evd, KEVD_RC_WAIT_US, 1, ev, &nmore);
+	if (ret)
+		return kevd_rc_fail(rc, "no CM event", READ_ONCE(rc->err) ?: ret);
+	if (ev->event_number != number ||
+	    (side >= 0 && ev->connection.ep != &rc->qp[side])) {
+		pr_err("kevd_rc: %s: CM event %#x, want %#x\n",
+		       dev_name(&rc->dev->dev), ev->event_number, number);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static struct kevd *kevd_rc_evd(u32 flags)
+{
+	struct kevd_attr attr;
+
+	kevd_attr_init(&attr);
+	attr.qlen = 8;
+	attr.flags = flags;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	return kevd_create(NULL, &attr);
+}
+
+static struct rdma_cm_id *kevd_rc_id(struct kevd_rc *rc,
+				     const struct kevd_cm_attr *attr)
+{
 	struct rdma_cm_id *id;
 	int ret;
 
-	if (!rc->addr || !in6_pton(rc->addr, -1, sin.sin6_addr.s6_addr, -1,
+	id = rdma_create_id(&init_net, kevd_rc_handler, rc, RDMA_PS_TCP,
+			    IB_QPT_RC);
+	if (IS_ERR(id))
+		return id;
+	ret = kevd_cm_bind(id, attr);
+	if (ret) {
+		rdma_destroy_id(id);
+		return ERR_PTR(ret);
+	}
+	return id;
+}
+
+static int kevd_rc_addr(struct kevd_rc *rc, struct sockaddr_in6 *sin)
+{
+	struct net_device *ndev;
+
+	memset(sin, 0, sizeof(*sin));
+	sin->sin6_family = AF_INET6;
+	sin->sin6_port = htons(rc->port);
+	if (!rc->addr || !in6_pton(rc->addr, -1, sin->sin6_addr.s6_addr, -1,
 				   NULL))
 		return kevd_rc_fail(rc, "bad address", -EINVAL);
 	ndev = ib_device_get_netdev(rc->dev, 1);
 	if (!ndev)
 		return kevd_rc_fail(rc, "no netdev", -ENODEV);
-	sin.sin6_scope_id = ndev->ifindex;
+	sin->sin6_scope_id = ndev->ifindex;
 	dev_put(ndev);
-	id = rdma_create_id(&init_net, kevd_rc_cm_handler, rc, RDMA_PS_TCP,
-			    IB_QPT_RC);
-	if (IS_ERR(id))
-		return PTR_ERR(id);
-	rc->listen = id;
-	ret = rdma_bind_addr(id, (struct sockaddr *)&sin);
+	return 0;
+}
+
+/* Side 1 listens; side 0 connects (its handler); side 1 accepts. */
+static int kevd_rc_cm_connect(struct kevd_rc *rc)
+{
+	struct kevd_cm_attr lattr = { .cr_evd = rc->cr_evd };
+	struct kevd_cm_attr attr = { .conn_evd = rc->conn_evd };
+	struct rdma_conn_param param = kevd_rc_param;
+	struct sockaddr_in6 sin, src;
+	struct kevd_event ev;
+	int ret;
+
+	ret = kevd_rc_addr(rc, &sin);
+	if (ret)
+		return ret;
+	rc->listen = kevd_rc_id(rc, &lattr);
+	if (IS_ERR(rc->listen)) {
+		ret = PTR_ERR(rc->listen);
+		rc->listen = NULL;
+		return ret;
+	}
+	ret = rdma_bind_addr(rc->listen, (struct sockaddr *)&sin);
 	if (ret)
 		return kevd_rc_fail(rc, "rdma_bind_addr", ret);
-	ret = rdma_listen(id, 1);
+	ret = rdma_listen(rc->listen, 1);
 	if (ret)
 		return kevd_rc_fail(rc, "rdma_listen", ret);
-	id = rdma_create_id(&init_net, kevd_rc_cm_handler, rc, RDMA_PS_TCP,
-			    IB_QPT_RC);
-	if (IS_ERR(id))
-		return PTR_ERR(id);
-	rc->cm[0] = id;
+
+	attr.ep = &rc->qp[0];
+	rc->cm[0] = kevd_rc_id(rc, &attr);
+	if (IS_ERR(rc->cm[0])) {
+		ret = PTR_ERR(rc->cm[0]);
+		rc->cm[0] = NULL;
+		return ret;
+	}
 	src = sin;
 	src.sin6_port = 0;
-	ret = rdma_bind_addr(id, (struct sockaddr *)&src);
-	if (ret)
-		return kevd_rc_fail(rc, "rdma_bind_addr (client)", ret);
-	ret = rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 2000);
+	ret = rdma_resolve_addr(rc->cm[0], (struct sockaddr *)&src,
+				(struct sockaddr *)&sin, 2000);
 	if (ret)
 		return kevd_rc_fail(rc, "rdma_resolve_addr", ret);
-	if (!wait_for_completion_timeout(&rc->done, KEVD_RC_WAIT))
-		return -ETIMEDOUT;
-	return rc->err;
+
+	ret = kevd_rc_expect(rc, rc->cr_evd, KEVD_CONNECTION_REQUEST_EVENT,
+			     -1, &ev);
+	if (ret)
+		return ret;
+	attr.ep = &rc->qp[1];
+	ret = kevd_cr_accept(ev.cr.cr, &attr, rc->pd, &rc->init[1], &param,
+			     &rc->cm[1]);
+	if (ret)
+		return kevd_rc_fail(rc, "kevd_cr_accept", ret);
+	rc->qp[0] = rc->cm[0]->qp;
+	rc->qp[1] = rc->cm[1]->qp;
+	/* both sides, in whichever order rdma_cm reports them */
+	ret = kevd_rc_expect(rc, rc->conn_evd,
+			     KEVD_CONNECTION_EVENT_ESTABLISHED, -1, &ev);
+	if (!ret)
+		ret = kevd_rc_expect(rc, rc->conn_evd,
+				     KEVD_CONNECTION_EVENT_ESTABLISHED, -1,
+				     &ev);
+	return ret;
 }
 
 /**
@@ -220,22 +191,22 @@ static int kevd_rc_cm_connect(struct kevd_rc *rc)
 int kevd_rc_connect(struct kevd_rc *rc)
 {
 	might_sleep();
-	init_completion(&rc->done);
-	atomic_set(&rc->established, 0);
-	atomic_set(&rc->disconnected, 0);
 	rc->err = 0;
 	rc->iwarp = rdma_protocol_iwarp(rc->dev, 1);
-	return rc->iwarp ? kevd_rc_cm_connect(rc) : kevd_rc_raw_connect(rc);
+	rc->cr_evd = kevd_rc_evd(KEVD_CR_FLAG);
+	rc->conn_evd = kevd_rc_evd(KEVD_CONNECTION_FLAG);
+	if (IS_ERR(rc->cr_evd) || IS_ERR(rc->conn_evd))
+		return -ENOMEM;
+	return kevd_rc_cm_connect(rc);
 }
 EXPORT_SYMBOL_GPL(kevd_rc_connect);
 
 /**
- * kevd_rc_disconnect() - move both QPs to the error state.
+ * kevd_rc_disconnect() - close the connection and move both QPs to error.
  * @rc: a connected pair.
  *
- * On iWARP the connection is closed first (rdma_disconnect()); each side
- * then reports DISCONNECTED (kevd_rc_wait_disconnected()). Outstanding
- * work requests are flushed to their CQs.
+ * Each side then reports DISCONNECTED (kevd_rc_wait_disconnected()).
+ * Outstanding work requests are flushed to their CQs.
  *
  * Context: process context; may sleep.
  */
@@ -244,10 +215,8 @@ void kevd_rc_disconnect(struct kevd_rc *rc)
 	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
 	int i;
 
-	if (rc->iwarp && rc->cm[0] && rc->qp[0]) {
-		reinit_completion(&rc->done);
+	if (rc->cm[0] && rc->cm[1])
 		rdma_disconnect(rc->cm[0]);
-	}
 	for (i = 0; i < 2; i++)
 		if (rc->qp[i])
 			ib_modify_qp(rc->qp[i], &attr, IB_QP_STATE);
@@ -257,21 +226,32 @@ EXPORT_SYMBOL_GPL(kevd_rc_disconnect);
 /**
  * kevd_rc_wait_disconnected() - wait for both sides' DISCONNECTED.
  * @rc: a pair after kevd_rc_disconnect().
- * @timeout: in jiffies.
+ * @timeout: in jiffies, for each side.
  *
  * Context: process context; sleeps.
- * Return: 0 (at once on RoCE), or -ETIMEDOUT.
+ * Return: 0, -ETIMEDOUT, or -EPROTO for another event.
  */
 int kevd_rc_wait_disconnected(struct kevd_rc *rc, unsigned long timeout)
 {
-	if (!rc->iwarp)
-		return 0;
-	return wait_for_completion_timeout(&rc->done, timeout) ? 0 : -ETIMEDOUT;
+	struct kevd_event ev;
+	u32 nmore, seen = 0;
+	int i, ret;
+
+	for (i = 0; i < 2; i++) {
+		ret = kevd_wait(rc->conn_evd, jiffies_to_usecs(timeout), 1, &ev,
+				&nmore);
+		if (ret)
+			return ret;
+		if (ev.event_number != KEVD_CONNECTION_EVENT_DISCONNECTED)
+			return -EPROTO;
+		seen |= ev.connection.ep == &rc->qp[0] ? 1 : 2;
+	}
+	return seen == 3 ? 0 : -EPROTO;
 }
 EXPORT_SYMBOL_GPL(kevd_rc_wait_disconnected);
 
 /**
- * kevd_rc_destroy() - destroy the QPs and the CM ids.
+ * kevd_rc_destroy() - destroy the QPs, the CM ids and the EVDs.
  * @rc: the pair, connected or not, or after a failed kevd_rc_connect().
  *
  * Context: process context; sleeps.
@@ -281,20 +261,20 @@ void kevd_rc_destroy(struct kevd_rc *rc)
 	int i;
 
 	for (i = 0; i < 2; i++) {
-		if (rc->cm[i]) {
-			if (rc->qp[i])
-				rdma_destroy_qp(rc->cm[i]);
-			rdma_destroy_id(rc->cm[i]);
-		} else if (rc->qp[i]) {
-			ib_destroy_qp(rc->qp[i]);
-		}
+		if (rc->cm[i])
+			kevd_cm_destroy_id(rc->cm[i]);	/* and its QP */
 		rc->cm[i] = NULL;
 		rc->qp[i] = NULL;
 	}
-	if (rc->listen) {
-		rdma_destroy_id(rc->listen);
-		rc->listen = NULL;
-	}
+	if (rc->listen)
+		kevd_cm_destroy_id(rc->listen);
+	rc->listen = NULL;
+	if (!IS_ERR_OR_NULL(rc->cr_evd))
+		kevd_free(rc->cr_evd);
+	if (!IS_ERR_OR_NULL(rc->conn_evd))
+		kevd_free(rc->conn_evd);
+	rc->cr_evd = NULL;
+	rc->conn_evd = NULL;
 }
 EXPORT_SYMBOL_GPL(kevd_rc_destroy);
 
