@@ -30,10 +30,10 @@
  *     under it and no rdma_cm call is made under it;
  *   - kevd_cr_accept() sets the EVDs of a request under the id's handler
  *     mutex (rdma_lock_handler()), so the handler never sees them change;
- *   - an accepted endpoint whose QP completes into its connection EVD's
- *     CQ gates that CQ (kevd_cq_gate()) from before rdma_accept() until
- *     its ESTABLISHED is queued, or the connect ends otherwise: a receive
- *     that beats the RTU is delivered after ESTABLISHED;
+ *   - an endpoint whose QP completes into its connection EVD's CQ gates
+ *     the QP (kevd_cq_gate()) from before it can receive until its
+ *     ESTABLISHED is queued, or the connect ends otherwise: a receive
+ *     that beats ESTABLISHED (the RTU, or REP processing) waits for it;
  *   - lifetime: a binding lives as long as its id. kevd_cm_destroy_id()
  *     destroys the id first (rdma_destroy_id() waits for a running
  *     handler), then the binding. A handler that returns non-zero, after
@@ -63,8 +63,9 @@
  * @requests: on a listener, its pending requests; under kevd_cm_mutex.
  * @request_node: on a pending request, its place on @requests.
  * @handle: on a pending request, its index in kevd_crs; 0 otherwise.
- * @gated: the EVD whose CQ an accepted endpoint holds until its
- *	ESTABLISHED is queued (kevd_cq_gate()), or NULL.
+ * @gated: the EVD whose CQ the endpoint's QP completes into, while its
+ *	completions wait for its ESTABLISHED (kevd_cq_gate()), or NULL.
+ * @gate: the gate record on @gated.
  */
 struct kevd_cm {
 	struct rdma_cm_id *id;
@@ -80,6 +81,7 @@ struct kevd_cm {
 	struct list_head request_node;
 	u32 handle;
 	struct kevd *gated;
+	struct kevd_gate gate;
 };
 
 struct kevd_cm_pdata {
@@ -148,11 +150,36 @@ static struct kevd_cm *kevd_cm_alloc(struct rdma_cm_id *id)
 	return cm;
 }
 
-/* The accepted endpoint's connection is settled: its completions go. */
+/* Does @qp complete into the CQ of @evd? */
+static bool kevd_cm_feeds(struct kevd *evd, struct ib_qp *qp)
+{
+	struct ib_cq *cq = kevd_cq(evd);
+
+	return cq && (qp->send_cq == cq || qp->recv_cq == cq);
+}
+
+/*
+ * Hold back the completions of @cm's QP on @evd until its ESTABLISHED is
+ * queued, if the QP completes into @evd's CQ. Before the QP can receive:
+ * the passive side before rdma_accept(), the active side when its
+ * ROUTE_RESOLVED handler has connected (the REP, which moves the QP to
+ * RTR, is handled after that handler returns).
+ */
+static void kevd_cm_gate(struct kevd_cm *cm, struct kevd *evd)
+{
+	struct ib_qp *qp = cm->id->qp;
+
+	if (cm->gated || !evd || !qp || !kevd_cm_feeds(evd, qp))
+		return;
+	kevd_cq_gate(evd, &cm->gate, qp);
+	cm->gated = evd;
+}
+
+/* The endpoint's connect is settled: its completions go. */
 static void kevd_cm_ungate(struct kevd_cm *cm)
 {
 	if (cm->gated)
-		kevd_cq_ungate(cm->gated);
+		kevd_cq_ungate(cm->gated, &cm->gate);
 	cm->gated = NULL;
 }
 
@@ -288,8 +315,12 @@ static int kevd_cm_chain(struct kevd_cm *cm, struct rdma_cm_id *id,
 		/* rdma_cm destroys the id: the binding goes first */
 		kevd_cm_end_requests(cm);
 		kevd_cm_release(cm);
+		return ret;
 	}
-	return ret;
+	/* the consumer made its QP and connected: hold it until ESTABLISHED */
+	if (ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED)
+		kevd_cm_gate(cm, cm->conn_evd);
+	return 0;
 }
 
 static int kevd_cm_request(struct kevd_cm *listener, struct rdma_cm_id *id,
@@ -527,14 +558,6 @@ static u32 kevd_cm_send_max(struct rdma_cm_id *id, bool reject)
 			IB_CM_REP_PRIVATE_DATA_SIZE;
 }
 
-/* Does @qp complete into the CQ of @evd? */
-static bool kevd_cm_feeds(struct kevd *evd, struct ib_qp *qp)
-{
-	struct ib_cq *cq = kevd_cq(evd);
-
-	return cq && (qp->send_cq == cq || qp->recv_cq == cq);
-}
-
 /*
  * Is @cr a pending request whose transport takes @len bytes (and, if
  * @need_qp, with a QP the consumer created)?
@@ -627,17 +650,14 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 		if (ret)
 			goto err;
 	}
-	/* before the QP can receive: nothing of it leaves the CQ yet */
-	if (kevd_cm_feeds(held.conn_evd, req->id->qp)) {
-		kevd_cq_gate(held.conn_evd);
-		req->gated = held.conn_evd;
-	}
 	rdma_lock_handler(req->id);
 	req->cr_evd = held.cr_evd;
 	req->conn_evd = held.conn_evd;
 	req->async_evd = held.async_evd;
 	req->ep = attr->ep ?: req->id;
 	req->sp = attr->sp ?: req->id;
+	/* before the QP can receive: nothing of it is delivered yet */
+	kevd_cm_gate(req, req->conn_evd);
 	ret = rdma_accept(req->id, param);
 	rdma_unlock_handler(req->id);
 	if (ret) {

@@ -17,12 +17,11 @@
  *     wait on the ring's fenced list until the owner has drained the CQ
  *     empty (kevd_cq_unfence()): the completions an endpoint had in the CQ
  *     when its DISCONNECTED was posted come before it.
- *   - A gate (kevd_cq_gate(), cm/cm.c while an accepted endpoint awaits
- *     its ESTABLISHED) stops the owner taking anything from the CQ. The
- *     owner marks each poll (cq_polling) before it looks at the gates, and
- *     the gate waits for a poll in progress: Dekker's pattern, one full
- *     barrier per poll of an EVD that has the connection stream (only
- *     those are gated).
+ *   - A gated QP (kevd_cq_gate(), cm/cm.c while an endpoint awaits its
+ *     ESTABLISHED): the owner parks the first completion of it that it
+ *     polls and polls the CQ no further until the gate lifts; gated QPs
+ *     are on evd->gated_qps, under evd->lock, looked up only while one is
+ *     gated (one atomic read per poll otherwise).
  *   - Teardown (kevd_free()): the EVD is marked dead under evd->lock, the
  *     poller lets go, then ib_destroy_cq(); only then is the memory freed.
  */
@@ -97,69 +96,135 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 	return 0;
 }
 
+/* Is @qp gated on @evd? */
+static bool kevd_cq_gated(struct kevd *evd, struct ib_qp *qp)
+{
+	struct kevd_gate *g;
+	unsigned long flags;
+	bool gated = false;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	list_for_each_entry(g, &evd->gated_qps, node)
+		gated |= g->qp == qp;
+	spin_unlock_irqrestore(&evd->lock, flags);
+	return gated;
+}
+
+/* kevd_cq_poll() while QPs are gated or a completion is parked. */
+static int kevd_cq_poll_gated(struct kevd *evd, int n, struct ib_wc *wcs)
+{
+	int i = 0, ret;
+
+	if (evd->has_parked) {
+		if (kevd_cq_gated(evd, evd->parked.qp))
+			return -EAGAIN;		/* its ESTABLISHED is not in */
+		wcs[i++] = evd->parked;		/* first, then what follows */
+		evd->has_parked = false;
+	}
+	for (; i < n; i++) {
+		if (!atomic_read(&evd->cq_gates)) {
+			ret = ib_poll_cq(evd->cq, n - i, wcs + i);
+			return ret < 0 ? (i ?: ret) : i + ret;
+		}
+		/* one at a time: stop at the first completion of a gated QP */
+		ret = ib_poll_cq(evd->cq, 1, &wcs[i]);
+		if (ret <= 0)
+			return i ?: ret;
+		if (kevd_cq_gated(evd, wcs[i].qp)) {
+			evd->parked = wcs[i];
+			evd->has_parked = true;
+			return i ?: -EAGAIN;
+		}
+	}
+	return n;
+}
+
 /**
- * kevd_cq_poll() - poll the CQ, unless a gate holds it.
+ * kevd_cq_poll() - poll the CQ, holding back the completions of gated QPs.
  * @evd: the EVD; the caller owns it.
  * @n: at most this many.
  * @wcs: where to put them.
  *
+ * While a QP is gated (kevd_cq_gate()), the first completion of it that
+ * the owner polls is parked and the CQ is polled no further: the
+ * completions behind it wait in the CQ, in order, until the gate lifts.
+ * Other QPs' completions ahead of it flow. No gate: ib_poll_cq() alone,
+ * after one atomic read.
+ *
  * Context: the owning poller.
- * Return: what ib_poll_cq() returns, or -EAGAIN while the CQ is gated.
+ * Return: what ib_poll_cq() returns (fewer than @n also when it stopped
+ * at a completion it parked: evd->has_parked tells the CQ is not empty),
+ * or -EAGAIN when a parked completion holds the CQ.
  */
 int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 {
-	int ret = -EAGAIN;
-
-	/* only an EVD that has the connection stream is ever gated */
-	if (!(evd->flags & KEVD_CONNECTION_FLAG))
+	if (likely(!atomic_read(&evd->cq_gates) && !evd->has_parked))
 		return ib_poll_cq(evd->cq, n, wcs);
-	WRITE_ONCE(evd->cq_polling, true);
-	smp_mb();	/* pairs with kevd_cq_gate(): polling, then the gates */
-	if (!atomic_read(&evd->cq_gates))
-		ret = ib_poll_cq(evd->cq, n, wcs);
-	/* release: the poll is over before a gate sees it end */
-	smp_store_release(&evd->cq_polling, false);
-	return ret;
+	return kevd_cq_poll_gated(evd, n, wcs);
 }
 
 /**
- * kevd_cq_gate() - hold the completions of the CQ in the CQ.
- * @evd: an EVD with a CQ and the connection stream (the others never
- *	look at the gate: no barrier on their polls).
+ * kevd_cq_gate() - hold back a QP's completions.
+ * @evd: an EVD whose CQ @qp completes into.
+ * @gate: the caller's record, on the EVD until kevd_cq_ungate().
+ * @qp: the QP.
  *
- * When this returns, no poll takes a completion from the CQ until the
- * matching kevd_cq_ungate(): a poll in progress has ended, and later ones
- * see the gate. The arm check leaves a gated CQ unarmed. For the CM
- * binding: an accepted endpoint's completions wait until its ESTABLISHED
- * is queued (Documentation/kevd/cm.rst).
+ * For the CM binding: from before the QP can receive (rdma_accept(), or
+ * the requester's connect) until its ESTABLISHED is queued. A completion
+ * of @qp that the owner polls meanwhile waits (parked), and so does the
+ * CQ behind it; nothing waits if none comes. The gate must be set before
+ * the QP can complete anything: then any poll that returns a completion
+ * of it comes after the gate, through the provider's own ordering.
  *
- * Context: process context; may sleep (not from a poller's pass).
+ * Context: any; takes evd->lock.
  */
-void kevd_cq_gate(struct kevd *evd)
+void kevd_cq_gate(struct kevd *evd, struct kevd_gate *gate, struct ib_qp *qp)
 {
-	might_sleep();
+	unsigned long flags;
+
+	gate->qp = qp;
+	spin_lock_irqsave(&evd->lock, flags);
+	list_add_tail(&gate->node, &evd->gated_qps);
 	atomic_inc(&evd->cq_gates);
-	smp_mb__after_atomic();	/* pairs with kevd_cq_poll() */
-	/* a poll that missed the gate is in ib_poll_cq(): short, no sleep */
-	while (smp_load_acquire(&evd->cq_polling))
-		cond_resched();
+	spin_unlock_irqrestore(&evd->lock, flags);
 }
 EXPORT_SYMBOL_GPL(kevd_cq_gate);	/* not public: cm/cm.c and kevd's tests */
 
 /**
- * kevd_cq_ungate() - let the completions of the CQ go again.
- * @evd: an EVD kevd_cq_gate() holds.
+ * kevd_cq_ungate() - let a gated QP's completions go.
+ * @evd: the EVD.
+ * @gate: the record kevd_cq_gate() took.
  *
- * The EVD is scheduled: its owner drains the CQ and arms it again.
+ * The EVD is scheduled: its owner hands on a parked completion first,
+ * then drains the CQ and arms it again.
  *
- * Context: any.
+ * Context: any; takes evd->lock.
  */
-void kevd_cq_ungate(struct kevd *evd)
+void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate)
 {
-	if (atomic_dec_and_test(&evd->cq_gates))
-		kevd_schedule(evd);
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	list_del(&gate->node);
+	atomic_dec(&evd->cq_gates);
+	spin_unlock_irqrestore(&evd->lock, flags);
+	kevd_schedule(evd);
 }
 EXPORT_SYMBOL_GPL(kevd_cq_ungate);	/* not public: as kevd_cq_gate() */
+
+/**
+ * kevd_cq_drop_parked() - discard the parked completion of a dead EVD.
+ * @evd: the EVD; no poller owns it.
+ *
+ * Return: 1 if there was one (kevd_free() counts it as discarded).
+ */
+u32 kevd_cq_drop_parked(struct kevd *evd)
+{
+	u32 n = evd->has_parked;
+
+	evd->has_parked = false;
+	return n;
+}
 
 /**
  * kevd_cq_fit() - keep a CQ sized by the queue length able to hold it.
@@ -317,13 +382,13 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
 		if (!resv)
 			break;
 		n = kevd_cq_poll(evd, resv, wcs);
-		/* gated (or a provider error): nothing, and not empty */
+		/* held by a parked completion (or a provider error): not empty */
 		kevd_ring_commit_wcs(evd, wcs, max(n, 0), resv);
 		if (n < 0)
 			break;
 		done += n;
 		if (n < resv) {
-			*empty = true;
+			*empty = !evd->has_parked;
 			break;
 		}
 	}

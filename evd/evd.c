@@ -283,6 +283,7 @@ struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
 	atomic_set(&evd->async_users, 0);
 	atomic_set(&evd->cm_users, 0);
 	atomic_set(&evd->cq_gates, 0);
+	INIT_LIST_HEAD(&evd->gated_qps);
 	atomic_set(&evd->upcalls_running, 0);
 	evd->flags = attr->flags;
 	evd->policy = attr->upcall_policy;
@@ -330,6 +331,7 @@ EXPORT_SYMBOL_GPL(kevd_create);
 int kevd_free(struct kevd *evd)
 {
 	unsigned long flags;
+	u32 parked;
 
 	if (!evd)
 		return -EINVAL;
@@ -355,8 +357,11 @@ int kevd_free(struct kevd *evd)
 	kevd_cq_destroy(evd);
 
 	/* nothing produces or consumes any more: count what is left */
+	parked = kevd_cq_drop_parked(evd);
+	/* a parked completion was polled, never queued: posted, discarded */
+	evd->pstats.posted[KEVD_STREAM_DTO] += parked;
 	WRITE_ONCE(evd->discarded, kevd_ring_count(&evd->ring) +
-				   kevd_ring_drop_fenced(evd));
+				   kevd_ring_drop_fenced(evd) + parked);
 	kevd_unregister(evd);
 	if (evd->async_evd) {
 		atomic_dec(&evd->async_evd->async_users);

@@ -223,8 +223,10 @@ struct kevd_direct {
  * @notifications: completion notifications received (atomic).
  * @postats: the owning poller's counters.
  * @cq: the CQ of the DTO stream, or NULL.
- * @cq_polling: the owner is in kevd_cq_poll() (Dekker with @cq_gates).
- * @cq_gates: gates holding the CQ's completions (kevd_cq_gate()).
+ * @cq_gates: QPs gated (kevd_cq_gate()): their number, read per poll.
+ * @gated_qps: those QPs (struct kevd_gate); under @lock.
+ * @has_parked: @parked holds a gated QP's completion (owner only).
+ * @parked: the first completion of a gated QP that the owner polled.
  * @cq_follows_qlen: the CQ's depth came from the queue length (kevd_cq_fit()).
  * @solicited_only: arm for solicited completions only.
  * @cq_error_reported: an IB_EVENT_CQ_ERR was turned into an overflow.
@@ -270,8 +272,10 @@ struct kevd {
 	struct kevd_poll_stats postats;
 
 	struct ib_cq *cq;
-	bool cq_polling;
 	atomic_t cq_gates;
+	struct list_head gated_qps;
+	bool has_parked;
+	struct ib_wc parked;
 	bool cq_follows_qlen;
 	bool solicited_only;
 	bool cq_error_reported;
@@ -425,9 +429,20 @@ void kevd_cq_destroy(struct kevd *evd);
 bool kevd_cq_busy(struct kevd *evd);
 int kevd_cq_fit(struct kevd *evd, u32 qlen);
 void kevd_cq_unstall(struct kevd *evd);
+/**
+ * struct kevd_gate - a QP whose completions wait for its ESTABLISHED.
+ * @node: on the EVD's gated_qps.
+ * @qp: the QP.
+ */
+struct kevd_gate {
+	struct list_head node;
+	struct ib_qp *qp;
+};
+
 int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs);
-void kevd_cq_gate(struct kevd *evd);
-void kevd_cq_ungate(struct kevd *evd);
+void kevd_cq_gate(struct kevd *evd, struct kevd_gate *gate, struct ib_qp *qp);
+void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate);
+u32 kevd_cq_drop_parked(struct kevd *evd);
 u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 

@@ -1017,13 +1017,26 @@ static int gate_take(struct kevd *evd, struct kevd_event *ev)
 	return kevd_wait(evd, 60 * USEC_PER_SEC, 1, ev, &nmore);
 }
 
+/* A completion of @qp with cookie @cookie into @cq. */
+static void gate_add(struct kunit *test, struct ib_cq *cq, struct ib_qp *qp,
+		     u64 cookie)
+{
+	struct ib_wc wc = {
+		.wr_id = cookie, .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV,
+		.byte_len = 8, .qp = qp,
+	};
+
+	KUNIT_EXPECT_EQ(test, fake_cq_add(cq, &wc), 0);
+}
+
 /*
- * The CM binding's gate (an accepted endpoint before its ESTABLISHED):
- * completions stay in the CQ, the CQ stays unarmed, a connection event
- * held behind the CQ stays held; ESTABLISHED is queued at once, and once
- * the gate lifts everything follows it in CQ order.
+ * The CM binding's gate (an endpoint before its ESTABLISHED): the first
+ * completion of the gated QP A is parked and the CQ behind it waits (so
+ * does a connection event held behind the CQ); B's completions ahead of
+ * it flow, and the CQ stays unarmed. ESTABLISHED is queued at once; once
+ * the gate lifts, A's completion and the rest follow it in CQ order.
  */
-static void kevd_dto_gate_holds_cq(struct kunit *test)
+static void kevd_dto_gate_holds_qp(struct kunit *test)
 {
 	struct kevd_event est = {
 		.event_number = KEVD_CONNECTION_EVENT_ESTABLISHED,
@@ -1031,13 +1044,22 @@ static void kevd_dto_gate_holds_cq(struct kunit *test)
 	struct kevd_event disc = {
 		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
 	};
+	/* B0 B1 A2 B3 A4: B's first two flow, A2 waits with what follows */
+	static const bool of_a[] = { false, false, true, false, true };
+	struct ib_qp *qa, *qb;
+	struct kevd_gate gate;
 	struct fake_hca *hca;
 	struct kevd_attr attr;
-	struct kevd_param p;
+	struct kevd_param *p = kunit_kzalloc(test, sizeof(*p), GFP_KERNEL);
 	struct kevd_event ev;
 	struct kevd *evd;
 	int i;
 
+	qa = kunit_kzalloc(test, sizeof(*qa), GFP_KERNEL);
+	qb = kunit_kzalloc(test, sizeof(*qb), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, qa && qb && p);
+	qa->qp_context = qa;
+	qb->qp_context = qb;
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
 	kevd_attr_init(&attr);
@@ -1049,30 +1071,30 @@ static void kevd_dto_gate_holds_cq(struct kunit *test)
 	evd = kevd_create(fake_hca_ibdev(hca), &attr);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
 
-	kevd_cq_gate(evd);
-	KUNIT_EXPECT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), 16), 16);
-	fake_cq_fire(kevd_cq(evd));
+	kevd_cq_gate(evd, &gate, qa);
+	for (i = 0; i < ARRAY_SIZE(of_a); i++)
+		gate_add(test, kevd_cq(evd), of_a[i] ? qa : qb, i);
 	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
 	kevd_test_flush_pollers(test);	/* the EVD's pass came and went */
-	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
-	KUNIT_EXPECT_EQ(test, p.count, 0U);
-	KUNIT_EXPECT_EQ(test, fake_cq_count(kevd_cq(evd)), 16U);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, p), 0);
+	KUNIT_EXPECT_EQ(test, p->count, 2U);
+	KUNIT_EXPECT_EQ(test, fake_cq_count(kevd_cq(evd)), 2U);
 	KUNIT_EXPECT_FALSE(test, fake_cq_armed(kevd_cq(evd)));
 
 	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &est), 0);
-	kevd_cq_ungate(evd);
-	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
-	KUNIT_EXPECT_EQ(test, ev.event_number,
-			(u32)KEVD_CONNECTION_EVENT_ESTABLISHED);
-	for (i = 0; i < 16; i++) {
+	kevd_cq_ungate(evd, &gate);
+	for (i = 0; i < ARRAY_SIZE(of_a) + 2; i++) {
+		/* B0 B1 ESTABLISHED A2 B3 A4 DISCONNECTED */
+		u32 want = i == 2 ? KEVD_CONNECTION_EVENT_ESTABLISHED :
+			   i == 6 ? KEVD_CONNECTION_EVENT_DISCONNECTED :
+				    KEVD_DTO_COMPLETION_EVENT;
+
 		KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
-		KUNIT_EXPECT_EQ(test, ev.event_number,
-				(u32)KEVD_DTO_COMPLETION_EVENT);
-		KUNIT_EXPECT_EQ(test, ev.dto.cookie, (u64)i);
+		KUNIT_EXPECT_EQ(test, ev.event_number, want);
+		if (want == KEVD_DTO_COMPLETION_EVENT)
+			KUNIT_EXPECT_EQ(test, ev.dto.cookie,
+					(u64)(i < 2 ? i : i - 1));
 	}
-	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
-	KUNIT_EXPECT_EQ(test, ev.event_number,
-			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
 	/* and the CQ is armed again */
 	kevd_test_flush_pollers(test);
 	KUNIT_EXPECT_TRUE(test, fake_cq_armed(kevd_cq(evd)));
@@ -1133,7 +1155,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_cq_overrun),
 	KUNIT_CASE(kevd_dto_free_with_qp),
 	KUNIT_CASE(kevd_dto_post_ib_event),
-	KUNIT_CASE(kevd_dto_gate_holds_cq),
+	KUNIT_CASE(kevd_dto_gate_holds_qp),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
 	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_case_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),

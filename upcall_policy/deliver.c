@@ -330,7 +330,7 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 	kevd_cq_unstall(evd);	/* the ring is empty */
 	n = kevd_cq_poll(evd, budget, wcs);
 	if (n <= 0)
-		return 0;	/* empty, or gated: nothing to go on with */
+		return 0;	/* empty, or held: nothing to go on with */
 	b.gen = d->gen;		/* the session's, set when it opened */
 	b.n = n;
 	done = kevd_batch_run(p, &b, &d->upcall);

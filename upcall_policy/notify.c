@@ -39,7 +39,8 @@
  * @wcs: room for one work completion.
  *
  * A CQ whose drain stopped at a full ring is not armed: the consumer's
- * next dequeue reschedules the EVD. Nor is a gated one (kevd_cq_gate()).
+ * next dequeue reschedules the EVD. Nor is one held by a parked
+ * completion (kevd_cq_gate()).
  *
  * Context: the owning poller thread.
  * Return: true if the EVD needs another pass.
@@ -50,9 +51,8 @@ bool kevd_arm_and_check(struct kevd *evd, struct kevd_poller *p,
 	enum ib_cq_notify_flags how;
 	int mode, ret, found;
 
-	/* a gated CQ stays unarmed: kevd_cq_ungate() schedules the EVD */
-	if (!evd->cq || READ_ONCE(evd->cq_stalled) ||
-	    atomic_read(&evd->cq_gates))
+	/* a parked completion holds the CQ: kevd_cq_ungate() reschedules */
+	if (!evd->cq || READ_ONCE(evd->cq_stalled) || evd->has_parked)
 		return false;
 	how = (evd->solicited_only ? IB_CQ_SOLICITED : IB_CQ_NEXT_COMP) |
 	      IB_CQ_REPORT_MISSED_EVENTS;
