@@ -12,9 +12,10 @@
  *   2. a request is accepted: both sides see ESTABLISHED, the requester
  *      with the accepter's private data; 8 sends arrive as 8 receives;
  *   3. the accepter posts 64 receives, moves its QP to error and waits
- *      until its EVD is full (the flushes wait in the CQ); the requester
- *      disconnects: the accepter's DISCONNECTED comes after all 64 flushes
- *      (kevd holds it behind the CQ), and both sides see DISCONNECTED;
+ *      until its EVD is full (the flushes wait in the CQ); one side (the
+ *      accepter, then the requester, in turn over the cycles) disconnects:
+ *      the accepter's DISCONNECTED comes after all 64 flushes (kevd holds
+ *      it behind the CQ), and both sides see DISCONNECTED;
  *   4. memory registration without a global rkey: the accepter registers
  *      a buffer with a fast registration (REG_MR: an LMR_FMR event); the
  *      requester writes into it and reads it back; a SEND with invalidate
@@ -339,8 +340,9 @@ static int kc_traffic(struct kc_dev *d)
  * then the requester disconnects: DISCONNECTED after every flush.
  */
 static int kc_flush_then_disconnect(struct kc_dev *d, struct kc_active *a,
-				    struct ib_qp *pqp)
+				    struct rdma_cm_id *pid)
 {
+	struct ib_qp *pqp = pid->qp;
 	struct ib_qp_attr qattr = { .qp_state = IB_QPS_ERR };
 	struct kevd_param p;
 	struct kevd_event ev;
@@ -359,7 +361,8 @@ static int kc_flush_then_disconnect(struct kc_dev *d, struct kc_active *a,
 	if (ret)
 		return ret;
 	i = ev.event_number == KEVD_DTO_COMPLETION_EVENT;
-	rdma_disconnect(a->id);
+	/* from either side, in turn */
+	rdma_disconnect(d->cr % 2 ? a->id : pid);
 	for (;;) {
 		if (kc_wait(d->p_evd, &ev, false))
 			return -EIO;
@@ -488,7 +491,7 @@ static int kc_accept_round(struct kc_dev *d)
 	if (!ret)
 		ret = kc_traffic(d);
 	if (!ret)
-		ret = kc_flush_then_disconnect(d, &a, pid->qp);
+		ret = kc_flush_then_disconnect(d, &a, pid);
 	kc_connection_end(d, &a, pid);
 	return ret;
 }

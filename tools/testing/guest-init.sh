@@ -266,7 +266,7 @@ cm_devs() { # devices...
 e2e_suite() { # pingpong parameters...
 	e2e_log=$TMP/kevd-e2e.log
 	e2e_devs=$(echo "${kevd_e2e_devs:-siw0,rxe0}" | tr , ' ')
-	check=poll cm_cycles=${kevd_cm_cycles:-1}
+	check=poll cm_cycles=${kevd_cm_cycles:-2}
 	[ "$stage" = / ] && check=report cm_cycles=${kevd_cm_cycles:-1000}
 	devs_ok=1
 	rdma_devices || devs_ok=0
