@@ -2,7 +2,9 @@
 /*
  * ib_wc to DTO event. No locking: pure functions.
  *
- * Status mapping (IB_WC_* to DAT DTO status), Documentation/kevd/dto.rst:
+ * Status mapping (IB_WC_* to DAT DTO status; its table with the DAT
+ * meanings is in Documentation/kevd/api.rst, which kevd_dto_status_map
+ * tests against):
  *
  *   IB_WC_SUCCESS            SUCCESS
  *   IB_WC_WR_FLUSH_ERR       ERR_FLUSHED

@@ -105,7 +105,7 @@ void kevd_wake_waiter(struct kevd *evd)
 /* A consumer freed slots: restart a CQ drain that stopped at a full ring. */
 static void kevd_consumer_done(struct kevd *evd)
 {
-	smp_mb();	/* pairs with kevd_cq_drain(): stalled flag, then cons */
+	smp_mb();	/* pairs with kevd_cq_reserve(): stalled flag, then cons */
 	if (READ_ONCE(evd->cq_stalled)) {
 		WRITE_ONCE(evd->cq_stalled, false);
 		kevd_schedule(evd);

@@ -5,7 +5,8 @@
  *
  * A batch: under evd->lock the poller snapshots the policy, the upcall
  * object and the INVOC_NEW gate, and counts the batch in
- * evd->upcalls_running; it takes up to KEVD_BATCH events (one lock
+ * evd->upcalls_running; it takes up to KEVD_BATCH events in place
+ * (SINGLE_INSTANCE) or copies up to KEVD_MANY_BATCH (MANY) (one lock
  * round-trip, and one more to give in-place slots back), calls the upcall
  * for each, then uncounts the batch with an atomic (no lock) and wakes
  * TEARDOWN/free if one sleeps. Events taken are delivered exactly once:

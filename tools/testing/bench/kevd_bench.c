@@ -4,7 +4,7 @@
  * one consumer function by kevd and by what a consumer would otherwise use
  * (issue 6). It runs when it loads and prints its results.
  *
- * Modes (struct bench_mode_desc below):
+ * Modes (enum bench_mode and bench_mode_name[] below):
  *   kevd-single   kevd, SINGLE_INSTANCE upcall (a poller thread calls it)
  *   kevd-wait     kevd, DISABLE; a consumer kthread calls kevd_wait() for
  *                 every event
