@@ -21,7 +21,7 @@
  *     ESTABLISHED): the owner parks the first completion of it that it
  *     polls and polls the CQ no further until the gate lifts; gated QPs
  *     are on evd->gated_qps, under evd->lock, looked up only while one is
- *     gated (one atomic read per poll otherwise).
+ *     gated (one list_empty() per poll otherwise).
  *   - Teardown (kevd_free()): the EVD is marked dead under evd->lock, the
  *     poller lets go, then ib_destroy_cq(); only then is the memory freed.
  */
@@ -122,7 +122,7 @@ static int kevd_cq_poll_gated(struct kevd *evd, int n, struct ib_wc *wcs)
 		evd->has_parked = false;
 	}
 	for (; i < n; i++) {
-		if (!atomic_read(&evd->cq_gates)) {
+		if (list_empty(&evd->gated_qps)) {
 			ret = ib_poll_cq(evd->cq, n - i, wcs + i);
 			return ret < 0 ? (i ?: ret) : i + ret;
 		}
@@ -149,7 +149,7 @@ static int kevd_cq_poll_gated(struct kevd *evd, int n, struct ib_wc *wcs)
  * the owner polls is parked and the CQ is polled no further: the
  * completions behind it wait in the CQ, in order, until the gate lifts.
  * Other QPs' completions ahead of it flow. No gate: ib_poll_cq() alone,
- * after one atomic read.
+ * after one list_empty().
  *
  * Context: the owning poller.
  * Return: what ib_poll_cq() returns (fewer than @n also when it stopped
@@ -158,7 +158,8 @@ static int kevd_cq_poll_gated(struct kevd *evd, int n, struct ib_wc *wcs)
  */
 int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 {
-	if (likely(!atomic_read(&evd->cq_gates) && !evd->has_parked))
+	/* list_empty() reads once: the list is changed under evd->lock */
+	if (likely(list_empty(&evd->gated_qps) && !evd->has_parked))
 		return ib_poll_cq(evd->cq, n, wcs);
 	return kevd_cq_poll_gated(evd, n, wcs);
 }
@@ -185,7 +186,6 @@ void kevd_cq_gate(struct kevd *evd, struct kevd_gate *gate, struct ib_qp *qp)
 	gate->qp = qp;
 	spin_lock_irqsave(&evd->lock, flags);
 	list_add_tail(&gate->node, &evd->gated_qps);
-	atomic_inc(&evd->cq_gates);
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
 EXPORT_SYMBOL_GPL(kevd_cq_gate);	/* not public: cm/cm.c and kevd's tests */
@@ -206,7 +206,6 @@ void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate)
 
 	spin_lock_irqsave(&evd->lock, flags);
 	list_del(&gate->node);
-	atomic_dec(&evd->cq_gates);
 	spin_unlock_irqrestore(&evd->lock, flags);
 	kevd_schedule(evd);
 }

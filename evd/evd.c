@@ -282,7 +282,6 @@ struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
 	INIT_LIST_HEAD(&evd->poll_node);
 	atomic_set(&evd->async_users, 0);
 	atomic_set(&evd->cm_users, 0);
-	atomic_set(&evd->cq_gates, 0);
 	INIT_LIST_HEAD(&evd->gated_qps);
 	atomic_set(&evd->upcalls_running, 0);
 	evd->flags = attr->flags;

@@ -223,8 +223,8 @@ struct kevd_direct {
  * @notifications: completion notifications received (atomic).
  * @postats: the owning poller's counters.
  * @cq: the CQ of the DTO stream, or NULL.
- * @cq_gates: QPs gated (kevd_cq_gate()): their number, read per poll.
- * @gated_qps: those QPs (struct kevd_gate); under @lock.
+ * @gated_qps: QPs gated (struct kevd_gate, kevd_cq_gate()); changed under
+ *	@lock, checked for emptiness without it on every poll.
  * @has_parked: @parked holds a gated QP's completion (owner only).
  * @parked: the first completion of a gated QP that the owner polled.
  * @cq_follows_qlen: the CQ's depth came from the queue length (kevd_cq_fit()).
@@ -272,7 +272,6 @@ struct kevd {
 	struct kevd_poll_stats postats;
 
 	struct ib_cq *cq;
-	atomic_t cq_gates;
 	struct list_head gated_qps;
 	bool has_parked;
 	struct ib_wc parked;
