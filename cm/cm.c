@@ -220,7 +220,7 @@ static const void *kevd_cm_copy_pdata(struct kevd_cm *cm,
 
 /* --- requests: handles ---------------------------------------------------- */
 
-/* Take a pending request by its handle: the caller owns it after. */
+/* Take a pending request by its handle: it is the caller's after. */
 static struct kevd_cm *kevd_cr_claim(void *cr)
 {
 	struct kevd_cm *req;
@@ -235,7 +235,7 @@ static struct kevd_cm *kevd_cr_claim(void *cr)
 	return req;
 }
 
-/* Reject and destroy a request the caller owns. Not from its handler. */
+/* Reject and destroy a request the caller took. Not from its handler. */
 static void kevd_cr_end(struct kevd_cm *req, const void *pdata, u8 len)
 {
 	int ret;

@@ -11,9 +11,8 @@
  *
  *   1. arms: ib_req_notify_cq(NEXT_COMP or SOLICITED | REPORT_MISSED_EVENTS);
  *   2. checks: a positive return means "poll again"; otherwise (auto and
- *      poll modes) it polls one completion, so a completion found is kept,
- *      never lost: delivered at once where completions skip the ring
- *      (kevd_deliver_direct()), else into a reserved ring slot;
+ *      poll modes) it polls one completion into a reserved ring slot, so a
+ *      completion found is kept, never lost;
  *   3. if the check found anything, the EVD goes back on the run list:
  *      the next pass drains, and arms again when idle.
  *
@@ -27,15 +26,16 @@
  * The software stream needs no check here: its producers schedule the EVD
  * after publishing (KEVD_POLL_MISSED covers a running pass).
  *
+ * The pass (evd/pass.c) calls this when the EVD is idle; it sits next to
+ * the CQ and calls only the CQ's drain.
+ *
  * Context: the owning poller thread only.
  */
 #include "kevd_internal.h"
 
 /**
- * kevd_arm_and_check() - arm the CQ of an idle EVD and check for misses.
+ * kevd_cq_arm_check() - arm the CQ of an idle EVD and check for misses.
  * @evd: the EVD; the caller owns it.
- * @p: the owning poller.
- * @d: the pass's direct session (kevd_deliver_direct()).
  * @wcs: room for one work completion.
  *
  * A CQ whose drain stopped at a full ring is not armed: the consumer's
@@ -45,12 +45,12 @@
  * Context: the owning poller thread.
  * Return: true if the EVD needs another pass.
  */
-bool kevd_arm_and_check(struct kevd *evd, struct kevd_poller *p,
-			struct kevd_direct *d, struct ib_wc *wcs)
+bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs)
 {
 	enum ib_cq_notify_flags how;
-	int mode, ret, found;
+	int mode, ret;
 
+	kevd_assert_owner(evd);
 	/* a parked completion holds the CQ: kevd_cq_ungate() reschedules */
 	if (!evd->cq || READ_ONCE(evd->cq_stalled) || evd->has_parked)
 		return false;
@@ -65,10 +65,7 @@ bool kevd_arm_and_check(struct kevd *evd, struct kevd_poller *p,
 	}
 	if (mode == KEVD_CHECK_REPORT)
 		return false;
-	found = kevd_deliver_direct(evd, p, d, wcs, 1);
-	if (found < 0)
-		found = kevd_cq_drain(evd, wcs, 1);
-	if (found) {
+	if (kevd_cq_drain(evd, wcs, 1)) {
 		evd->postats.repolls++;
 		return true;
 	}

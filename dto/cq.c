@@ -41,38 +41,19 @@ static void kevd_comp_handler(struct ib_cq *cq, void *ctx)
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
 
-static void kevd_cq_event(struct ib_event *event, void *ctx)
-{
-	struct kevd *evd = ctx;
-	unsigned long flags;
-	bool first;
-
-	if (event->event != IB_EVENT_CQ_ERR)
-		return;
-	/* A CQ overrun: report it once, naming this EVD. */
-	spin_lock_irqsave(&evd->lock, flags);
-	first = !evd->cq_error_reported;
-	evd->cq_error_reported = true;
-	spin_unlock_irqrestore(&evd->lock, flags);
-	if (!first)
-		return;
-	spin_lock_irqsave(&evd->ring.prod_lock, flags);
-	evd->pstats.overflows++;
-	spin_unlock_irqrestore(&evd->ring.prod_lock, flags);
-	kevd_raise_overflow(evd, KEVD_STREAM_DTO);
-}
-
 /**
  * kevd_cq_create() - create and arm the CQ of an EVD's DTO stream.
  * @evd: the EVD (not yet visible to anyone).
  * @dev: the device.
  * @attr: depth (cq_depth, or the queue length) and completion vector.
+ * @event_handler: the CQ's async event handler (the EVD's, evd/evd.c).
  *
  * Context: process context; may sleep.
  * Return: 0 or the error of ib_create_cq().
  */
 int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
-		   const struct kevd_attr *attr)
+		   const struct kevd_attr *attr,
+		   void (*event_handler)(struct ib_event *, void *))
 {
 	struct ib_cq_init_attr cq_attr = {
 		.cqe = attr->cq_depth ?: kevd_ring_qlen(&evd->ring),
@@ -83,7 +64,7 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 
 	if (cq_attr.comp_vector >= dev->num_comp_vectors)
 		cq_attr.comp_vector %= max(dev->num_comp_vectors, 1);
-	cq = ib_create_cq(dev, kevd_comp_handler, kevd_cq_event, evd, &cq_attr);
+	cq = ib_create_cq(dev, kevd_comp_handler, event_handler, evd, &cq_attr);
 	if (IS_ERR(cq))
 		return PTR_ERR(cq);
 	evd->cq = cq;
@@ -158,6 +139,7 @@ static int kevd_cq_poll_gated(struct kevd *evd, int n, struct ib_wc *wcs)
  */
 int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 {
+	kevd_assert_owner(evd);
 	/* list_empty() reads once: the list is changed under evd->lock */
 	if (likely(list_empty(&evd->gated_qps) && !evd->has_parked))
 		return ib_poll_cq(evd->cq, n, wcs);
@@ -272,63 +254,6 @@ void kevd_cq_destroy(struct kevd *evd)
 }
 
 /**
- * kevd_post_ib_event() - route an ib_core async event into an EVD.
- * @evd: an EVD with %KEVD_ASYNC_FLAG.
- * @event: the event, as a QP, CQ or device event handler receives it.
- *
- * For consumers' QP event handlers. Mapping:
- *
- *   IB_EVENT_QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR,
- *   PATH_MIG_ERR, SRQ_ERR              KEVD_ASYNC_ERROR_EP_BROKEN
- *                                      (handle: the QP's context)
- *   IB_EVENT_DEVICE_FATAL              KEVD_ASYNC_ERROR_IA_CATASTROPHIC
- *                                      (handle: the ib_device)
- *   IB_EVENT_CQ_ERR                    KEVD_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR
- *                                      (handle: the CQ's context)
- *
- * The reason is the ib_event type. Other events are not errors.
- *
- * Context: any (event handlers may run in interrupt context).
- * Return: 0; -EINVAL for a NULL argument, an EVD without the async stream
- * or an event that is not an error; -EOVERFLOW if the EVD had to drop it.
- */
-int kevd_post_ib_event(struct kevd *evd, const struct ib_event *event)
-{
-	struct kevd_event ev = { .async.reason = event ? event->event : 0 };
-
-	if (!evd || !event)
-		return -EINVAL;
-	switch (event->event) {
-	case IB_EVENT_QP_FATAL:
-	case IB_EVENT_QP_REQ_ERR:
-	case IB_EVENT_QP_ACCESS_ERR:
-	case IB_EVENT_PATH_MIG_ERR:
-		ev.event_number = KEVD_ASYNC_ERROR_EP_BROKEN;
-		ev.async.handle = event->element.qp ?
-				  event->element.qp->qp_context : NULL;
-		break;
-	case IB_EVENT_SRQ_ERR:
-		ev.event_number = KEVD_ASYNC_ERROR_EP_BROKEN;
-		ev.async.handle = event->element.srq ?
-				  event->element.srq->srq_context : NULL;
-		break;
-	case IB_EVENT_DEVICE_FATAL:
-		ev.event_number = KEVD_ASYNC_ERROR_IA_CATASTROPHIC;
-		ev.async.handle = event->device;
-		break;
-	case IB_EVENT_CQ_ERR:
-		ev.event_number = KEVD_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
-		ev.async.handle = event->element.cq ?
-				  event->element.cq->cq_context : NULL;
-		break;
-	default:
-		return -EINVAL;
-	}
-	return kevd_post_event(evd, &ev);
-}
-EXPORT_SYMBOL_GPL(kevd_post_ib_event);
-
-/**
  * kevd_cq_unstall() - the owner moves completions again: no stall.
  * @evd: the EVD; the caller owns it.
  *
@@ -341,6 +266,7 @@ EXPORT_SYMBOL_GPL(kevd_post_ib_event);
  */
 void kevd_cq_unstall(struct kevd *evd)
 {
+	kevd_assert_owner(evd);
 	if (unlikely(READ_ONCE(evd->cq_stalled)))
 		WRITE_ONCE(evd->cq_stalled, false);
 }
@@ -348,7 +274,7 @@ void kevd_cq_unstall(struct kevd *evd)
 /* Reserve slots; if the ring is full, note the stall for the consumer. */
 static u32 kevd_cq_reserve(struct kevd *evd, u32 want)
 {
-	u32 n = kevd_ring_reserve(evd, want);
+	u32 n = kevd_ring_reserve(&evd->ring, want);
 
 	if (n) {
 		kevd_cq_unstall(evd);
@@ -356,12 +282,38 @@ static u32 kevd_cq_reserve(struct kevd *evd, u32 want)
 	}
 	WRITE_ONCE(evd->cq_stalled, true);
 	smp_mb();	/* pairs with kevd_consumer_done(): stalled, then cons */
-	n = kevd_ring_reserve(evd, want);
+	n = kevd_ring_reserve(&evd->ring, want);
 	if (n)
 		WRITE_ONCE(evd->cq_stalled, false);
 	else
 		evd->postats.backpressure_stalls++;
 	return n;
+}
+
+/*
+ * Convert @n work completions straight into the slots reserved for them
+ * and publish them: one hold of ring->prod_lock for the batch. Only the
+ * owner commits, and it delivers in the same pass, so this wakes a waiter
+ * but does not schedule the EVD.
+ */
+static void kevd_cq_commit(struct kevd *evd, const struct ib_wc *wcs, u32 n,
+			   u32 reserved)
+{
+	struct kevd_ring *ring = &evd->ring;
+	struct kevd_event *slot;
+	unsigned long flags;
+	u32 i;
+
+	spin_lock_irqsave(&ring->prod_lock, flags);
+	for (i = 0; i < n; i++) {
+		slot = __kevd_ring_slot(ring, i);
+		kevd_wc_to_event(&wcs[i], slot);
+		slot->evd = evd;
+	}
+	__kevd_ring_commit(ring, n, reserved);
+	spin_unlock_irqrestore(&ring->prod_lock, flags);
+	if (n)
+		kevd_wake_waiter(evd);
 }
 
 /*
@@ -374,6 +326,7 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
 	u32 done = 0, want, resv;
 	int n;
 
+	kevd_assert_owner(evd);
 	*empty = false;
 	while (done < budget) {
 		want = min_t(u32, budget - done, KEVD_BATCH);
@@ -382,7 +335,7 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
 			break;
 		n = kevd_cq_poll(evd, resv, wcs);
 		/* held by a parked completion (or a provider error): not empty */
-		kevd_ring_commit_wcs(evd, wcs, max(n, 0), resv);
+		kevd_cq_commit(evd, wcs, max(n, 0), resv);
 		if (n < 0)
 			break;
 		done += n;
@@ -410,6 +363,7 @@ u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget)
 {
 	bool empty;
 
+	kevd_assert_owner(evd);
 	return kevd_cq_move(evd, wcs, budget, &empty);
 }
 
@@ -429,18 +383,22 @@ u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget)
  */
 u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget)
 {
+	u32 done, queued, more;
 	bool empty;
-	u32 done;
 
+	kevd_assert_owner(evd);
 	done = kevd_cq_move(evd, wcs, budget, &empty);
 	if (!empty)
 		return done;
-	if (kevd_ring_unfence(evd)) {
+	if (kevd_ring_unfence(&evd->ring, &queued)) {
 		/* no room for all of them: as a drain stopped at a full ring */
 		WRITE_ONCE(evd->cq_stalled, true);
 		smp_mb();	/* pairs with kevd_consumer_done() */
-		if (!kevd_ring_unfence(evd))
+		if (!kevd_ring_unfence(&evd->ring, &more))
 			WRITE_ONCE(evd->cq_stalled, false);
+		queued += more;
 	}
+	if (queued)
+		kevd_producer_done(evd);
 	return done;
 }

@@ -59,15 +59,15 @@ void kevd_read_stats(struct kevd *evd, struct kevd_stats *st)
 	int i;
 
 	for (i = 0; i < KEVD_NR_STREAMS; i++) {
-		st->posted[i] = kevd_snap(evd->pstats.posted[i]);
-		st->delivered[i] = kevd_snap(evd->cstats.delivered[i]);
+		st->posted[i] = kevd_snap(evd->ring.pstats.posted[i]);
+		st->delivered[i] = kevd_snap(evd->ring.cstats.delivered[i]);
 	}
 	/* Delivered straight from the CQ: never in the ring, both at once. */
 	st->posted[KEVD_STREAM_DTO] += kevd_snap(evd->postats.direct);
 	st->delivered[KEVD_STREAM_DTO] += kevd_snap(evd->postats.direct);
-	st->overflows = kevd_snap(evd->pstats.overflows);
-	st->drops = kevd_snap(evd->pstats.drops);
-	st->max_batch = max(kevd_snap(evd->pstats.max_batch),
+	st->overflows = kevd_snap(evd->ring.pstats.overflows);
+	st->drops = kevd_snap(evd->ring.pstats.drops);
+	st->max_batch = max(kevd_snap(evd->ring.pstats.max_batch),
 			    kevd_snap(evd->postats.max_direct));
 	st->upcalls = kevd_snap(evd->postats.upcalls);
 	st->empty_notifications =

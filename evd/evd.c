@@ -3,12 +3,8 @@
  * EVD objects and the kDAT calls: create, free, dequeue, post_se, resize,
  * query, wait. The upcall policy lives in upcall_policy/, the CQ in dto/.
  *
- * Locking (see kevd_internal.h for the order):
- *   - evd->lock (irqsave) guards the policy, the upcall object, the state
- *     bits and the waiter; the count of upcall batches in progress is an
- *     atomic raised under it (upcall_policy/deliver.c);
- *   - the ring has its own producer and consumer locks (evd/ring.c);
- *   - kevd_list_lock guards the global list of EVDs (debugfs, totals).
+ * Locking: kevd_internal.h has the rules and the order; kevd_list_lock
+ * (evd/debugfs.c) guards the global list of EVDs.
  *
  * Lifetime: a kref. The consumer holds one reference from kevd_create()
  * to kevd_free(); an EVD that names another as its async EVD holds one on
@@ -55,51 +51,6 @@ static bool kevd_event_number_valid(u32 num)
 		return true;
 	}
 	return false;
-}
-
-/**
- * kevd_upcalls_enabled() - does a policy call upcalls?
- * @policy: an upcall policy.
- *
- * Return: true for SINGLE_INSTANCE, NOTIFY and MANY.
- */
-bool kevd_upcalls_enabled(int policy)
-{
-	return policy == KEVD_UPCALL_SINGLE_INSTANCE ||
-	       policy == KEVD_UPCALL_NOTIFY || policy == KEVD_UPCALL_MANY;
-}
-
-/**
- * kevd_producer_done() - events were queued: wake and schedule.
- * @evd: the EVD.
- *
- * Called after a producer dropped ring->prod_lock. The full barrier pairs
- * with the one in kevd_wait() (waiter registered, then count read) and in
- * kevd_modify_upcall() (policy set, then prod read): either the producer
- * sees the waiter or the enabled policy, or they see its event.
- *
- * Context: any.
- */
-void kevd_producer_done(struct kevd *evd)
-{
-	kevd_wake_waiter(evd);
-	if (kevd_upcalls_enabled(READ_ONCE(evd->policy)))
-		kevd_schedule(evd);
-}
-
-/**
- * kevd_wake_waiter() - events were published: wake a thread in kevd_wait().
- * @evd: the EVD.
- *
- * Also the full barrier of kevd_producer_done().
- *
- * Context: any.
- */
-void kevd_wake_waiter(struct kevd *evd)
-{
-	smp_mb(); /* publish, then look for waiters and the policy */
-	if (waitqueue_active(&evd->wq)) /* ordered by the smp_mb() above */
-		wake_up(&evd->wq);
 }
 
 /* A consumer freed slots: restart a CQ drain that stopped at a full ring. */
@@ -187,11 +138,34 @@ int kevd_raise_overflow(struct kevd *evd, enum kevd_stream stream)
 			    evd->async_evd ? "" : " (no async EVD)");
 	if (!evd->async_evd)
 		return 0;
-	if (kevd_ring_post(evd->async_evd, &ev, KEVD_STREAM_ASYNC, true)) {
+	ev.evd = evd->async_evd;
+	if (kevd_ring_post(&evd->async_evd->ring, &ev, KEVD_STREAM_ASYNC,
+			   true)) {
 		kevd_set_overflowed(evd->async_evd);
 		return -ENOSPC;
 	}
+	kevd_producer_done(evd->async_evd);
 	return 0;
+}
+
+/* The async event handler of the EVD's CQ (kevd_cq_create()). */
+static void kevd_cq_event(struct ib_event *event, void *ctx)
+{
+	struct kevd *evd = ctx;
+	unsigned long flags;
+	bool first;
+
+	if (event->event != IB_EVENT_CQ_ERR)
+		return;
+	/* A CQ overrun: report it once, naming this EVD. */
+	spin_lock_irqsave(&evd->lock, flags);
+	first = !evd->cq_error_reported;
+	evd->cq_error_reported = true;
+	spin_unlock_irqrestore(&evd->lock, flags);
+	if (!first)
+		return;
+	kevd_ring_count_lost(&evd->ring, KEVD_STREAM_DTO, 0, 1);
+	kevd_raise_overflow(evd, KEVD_STREAM_DTO);
 }
 
 /**
@@ -224,14 +198,10 @@ static int kevd_check_attr(struct ib_device *dev, const struct kevd_attr *attr)
 		return -EINVAL;
 	if ((attr->flags & KEVD_DTO_FLAG) && !dev)
 		return -EINVAL;
-	if (attr->upcall_policy == KEVD_UPCALL_TEARDOWN ||
-	    (attr->upcall_policy != KEVD_UPCALL_DISABLE &&
-	     !kevd_upcalls_enabled(attr->upcall_policy)))
+	if (!kevd_policy_valid(attr->upcall_policy, false) ||
+	    !kevd_upcall_flag_valid(attr->upcall_flag))
 		return -EINVAL;
 	if (kevd_upcalls_enabled(attr->upcall_policy) && !attr->upcall.func)
-		return -EINVAL;
-	if (attr->upcall_flag != KEVD_UPCALL_INVOC_NEW &&
-	    attr->upcall_flag != KEVD_UPCALL_INVOC_ANY)
 		return -EINVAL;
 	if (attr->cpu != KEVD_ANY && (attr->cpu < 0 || attr->cpu >= nr_cpu_ids))
 		return -EINVAL;
@@ -251,8 +221,11 @@ static int kevd_check_attr(struct ib_device *dev, const struct kevd_attr *attr)
  * kevd_query() reports it.
  *
  * Context: process context; may sleep.
- * Return: the EVD, or ERR_PTR(-EINVAL) for bad attributes, -ENOMEM, or
- * the error of ib_create_cq().
+ * Return: the EVD; ERR_PTR(-EINVAL) for a queue length of 0 or above
+ * 2^20, no or unknown stream flags, the DTO stream without a device,
+ * TEARDOWN or an unknown policy, an enabling policy without an upcall
+ * function, a bad upcall flag or CPU, or an async EVD without the async
+ * stream; -ENOMEM; or the error of ib_create_cq().
  */
 struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
 {
@@ -292,7 +265,7 @@ struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
 	evd->home = kevd_poller_pick(attr->cpu);
 
 	if (attr->flags & KEVD_DTO_FLAG) {
-		ret = kevd_cq_create(evd, dev, attr);
+		ret = kevd_cq_create(evd, dev, attr, kevd_cq_event);
 		if (ret)
 			goto err_ring;
 	}
@@ -358,9 +331,9 @@ int kevd_free(struct kevd *evd)
 	/* nothing produces or consumes any more: count what is left */
 	parked = kevd_cq_drop_parked(evd);
 	/* a parked completion was polled, never queued: posted, discarded */
-	evd->pstats.posted[KEVD_STREAM_DTO] += parked;
+	kevd_ring_count_lost(&evd->ring, KEVD_STREAM_DTO, parked, 0);
 	WRITE_ONCE(evd->discarded, kevd_ring_count(&evd->ring) +
-				   kevd_ring_drop_fenced(evd) + parked);
+				   kevd_ring_drop_fenced(&evd->ring) + parked);
 	kevd_unregister(evd);
 	if (evd->async_evd) {
 		atomic_dec(&evd->async_evd->async_users);
@@ -418,9 +391,17 @@ void kevd_cm_unhold(struct kevd *evd)
  */
 int kevd_dequeue(struct kevd *evd, struct kevd_event *ev)
 {
+	unsigned long flags;
+	u32 n = 0;
+
 	if (!evd || !ev)
 		return -EINVAL;
-	if (!kevd_ring_pop(evd, ev, 1, true))
+	/* under cons_lock: a stopped batch gives back under it too */
+	spin_lock_irqsave(&evd->ring.cons_lock, flags);
+	if (!kevd_batches_held(evd))
+		n = __kevd_ring_pop(&evd->ring, ev, 1);
+	spin_unlock_irqrestore(&evd->ring.cons_lock, flags);
+	if (!n)
 		return -EAGAIN;
 	kevd_consumer_done(evd);
 	return 0;
@@ -441,12 +422,17 @@ int kevd_post_se(struct kevd *evd, void *pointer)
 {
 	struct kevd_event ev = {
 		.event_number = KEVD_SOFTWARE_EVENT,
+		.evd = evd,
 		.software.pointer = pointer,
 	};
+	int ret;
 
 	if (!evd || !(evd->flags & KEVD_SOFTWARE_FLAG))
 		return -EINVAL;
-	return kevd_ring_post(evd, &ev, KEVD_STREAM_SOFTWARE, false);
+	ret = kevd_ring_post(&evd->ring, &ev, KEVD_STREAM_SOFTWARE, false);
+	if (!ret)
+		kevd_producer_done(evd);
+	return ret;
 }
 EXPORT_SYMBOL_GPL(kevd_post_se);
 
@@ -487,6 +473,7 @@ static bool kevd_fenced(struct kevd *evd, const struct kevd_event *ev)
 int kevd_post_event(struct kevd *evd, const struct kevd_event *ev)
 {
 	enum kevd_stream stream;
+	struct kevd_event e;
 	int ret;
 
 	if (!evd || !ev || !kevd_event_number_valid(ev->event_number))
@@ -496,10 +483,17 @@ int kevd_post_event(struct kevd *evd, const struct kevd_event *ev)
 	    stream == KEVD_STREAM_SOFTWARE ||
 	    !(evd->flags & kevd_stream_flag[stream]))
 		return -EINVAL;
-	if (kevd_fenced(evd, ev))
-		ret = kevd_ring_fence(evd, ev);
-	else
-		ret = kevd_ring_post(evd, ev, stream, true);
+	e = *ev;
+	e.evd = evd;
+	if (kevd_fenced(evd, ev)) {
+		ret = kevd_ring_fence(&evd->ring, &e);
+		if (!ret)
+			kevd_schedule(evd);	/* the pass that unfences */
+	} else {
+		ret = kevd_ring_post(&evd->ring, &e, stream, true);
+		if (!ret)
+			kevd_producer_done(evd);
+	}
 	if (ret) {
 		kevd_raise_overflow(evd, stream);
 		return ret == -ENOMEM ? ret : -EOVERFLOW;
@@ -507,6 +501,63 @@ int kevd_post_event(struct kevd *evd, const struct kevd_event *ev)
 	return 0;
 }
 EXPORT_SYMBOL_GPL(kevd_post_event);
+
+/**
+ * kevd_post_ib_event() - route an ib_core async event into an EVD.
+ * @evd: an EVD with %KEVD_ASYNC_FLAG.
+ * @event: the event, as a QP, CQ or device event handler receives it.
+ *
+ * For consumers' QP event handlers. Mapping:
+ *
+ *   IB_EVENT_QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR,
+ *   PATH_MIG_ERR, SRQ_ERR              KEVD_ASYNC_ERROR_EP_BROKEN
+ *                                      (handle: the QP's context)
+ *   IB_EVENT_DEVICE_FATAL              KEVD_ASYNC_ERROR_IA_CATASTROPHIC
+ *                                      (handle: the ib_device)
+ *   IB_EVENT_CQ_ERR                    KEVD_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR
+ *                                      (handle: the CQ's context)
+ *
+ * The reason is the ib_event type. Other events are not errors.
+ *
+ * Context: any (event handlers may run in interrupt context).
+ * Return: 0; -EINVAL for a NULL argument, an EVD without the async stream
+ * or an event that is not an error; -EOVERFLOW if the EVD had to drop it.
+ */
+int kevd_post_ib_event(struct kevd *evd, const struct ib_event *event)
+{
+	struct kevd_event ev = { .async.reason = event ? event->event : 0 };
+
+	if (!evd || !event)
+		return -EINVAL;
+	switch (event->event) {
+	case IB_EVENT_QP_FATAL:
+	case IB_EVENT_QP_REQ_ERR:
+	case IB_EVENT_QP_ACCESS_ERR:
+	case IB_EVENT_PATH_MIG_ERR:
+		ev.event_number = KEVD_ASYNC_ERROR_EP_BROKEN;
+		ev.async.handle = event->element.qp ?
+				  event->element.qp->qp_context : NULL;
+		break;
+	case IB_EVENT_SRQ_ERR:
+		ev.event_number = KEVD_ASYNC_ERROR_EP_BROKEN;
+		ev.async.handle = event->element.srq ?
+				  event->element.srq->srq_context : NULL;
+		break;
+	case IB_EVENT_DEVICE_FATAL:
+		ev.event_number = KEVD_ASYNC_ERROR_IA_CATASTROPHIC;
+		ev.async.handle = event->device;
+		break;
+	case IB_EVENT_CQ_ERR:
+		ev.event_number = KEVD_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR;
+		ev.async.handle = event->element.cq ?
+				  event->element.cq->cq_context : NULL;
+		break;
+	default:
+		return -EINVAL;
+	}
+	return kevd_post_event(evd, &ev);
+}
+EXPORT_SYMBOL_GPL(kevd_post_ib_event);
 
 /**
  * kevd_resize() - change the queue length.
@@ -551,7 +602,7 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 	if (!ret)
 		ret = kevd_cq_fit(evd, actual);
 	if (!ret)
-		ret = kevd_ring_resize(evd, qlen);
+		ret = kevd_ring_resize(&evd->ring, qlen);
 
 	spin_lock_irqsave(&evd->lock, flags);
 	if (evd->resize_qlen) {

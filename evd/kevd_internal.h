@@ -2,22 +2,35 @@
 /*
  * kevd internals shared by evd/, dto/ and upcall_policy/.
  *
- * Locking, outermost first (see also the top of each .c file):
+ * Locking: the one statement of the rules; each file's header points here.
+ * Outermost first:
  *
+ *   evd->resize_mutex
+ *	one kevd_resize() at a time (process context).
  *   evd->lock (spin_lock_irqsave)
- *	upcall policy, upcall object and flag, state bits, the waiter; the
- *	count of upcall batches in progress (an atomic) is raised under it
- *	and dropped without it. The completion handler reads the state
- *	under it in hard-IRQ context.
+ *	upcall policy, upcall object and flag, state bits, the waiter, the
+ *	gated QPs; the count of upcall batches in progress (an atomic) is
+ *	raised under it and dropped without it. The completion handler reads
+ *	the state under it in hard-IRQ context.
  *   ring->cons_lock (spin_lock_irqsave)
- *	the consumer index; serialises dequeue, wait and upcall batches.
+ *	the consumer index and counters; serialises dequeue, wait and upcall
+ *	batches.
  *   ring->prod_lock (spin_lock_irqsave)
- *	the producer index and the slot reservations of CQ drains.
+ *	the producer index and counters, the slot reservations of CQ drains,
+ *	the fenced events.
  *   poller->lock (spin_lock_irqsave)
- *	the run list of a poller thread.
+ *	the run list of a poller thread; taken inside evd->lock (the
+ *	completion handler schedules under it), nothing inside it.
+ *   kevd_list_lock (a mutex, evd/debugfs.c)
+ *	the global list of EVDs; taken alone.
  *
- * kevd_resize() takes cons_lock then prod_lock; nothing else nests the two
- * ring locks. evd->lock is never taken inside a ring lock.
+ * Only resize and kevd_ring_push_front() nest the two ring locks (cons_lock,
+ * then prod_lock). evd->lock is never taken inside a ring lock.
+ *
+ * Wording, everywhere: "Caller holds X" means the function expects X held
+ * and says so with lockdep_assert_held(); "takes X" means it acquires X
+ * itself. "The caller owns the EVD" means the rule below, and the function
+ * says so with kevd_assert_owner().
  *
  * Ownership (the NAPI rule): an EVD whose KEVD_POLL_SCHED bit is set
  * belongs to exactly one poller, which alone drains its CQ, arms the CQ
@@ -61,6 +74,19 @@ enum {
 	KEVD_POLL_NOTIFIED,	/* a CQ notification came since the last pass */
 };
 
+/* Producer-side counters: written under ring->prod_lock. */
+struct kevd_prod_stats {
+	u64 posted[KEVD_NR_STREAMS];
+	u64 overflows;
+	u64 drops;
+	u64 max_batch;
+};
+
+/* Consumer-side counters: written under ring->cons_lock. */
+struct kevd_cons_stats {
+	u64 delivered[KEVD_NR_STREAMS];
+};
+
 /**
  * struct kevd_ring - the event ring of one EVD.
  * @prod: next slot to fill; written under @prod_lock, read anywhere.
@@ -69,12 +95,14 @@ enum {
  * @fenced: connection events waiting for the CQ to be drained (struct
  *	kevd_fenced, oldest first); under @prod_lock.
  * @nfenced: their number; written under @prod_lock, read anywhere.
+ * @pstats: producer counters; written under @prod_lock.
  * @cons: first slot producers may not reuse; written under @cons_lock,
  *	read anywhere. Equal to @head except during an in-place claim.
  * @head: next slot to take; written under @cons_lock, read anywhere.
  * @cons_lock: serialises consumers.
  * @stale: a slot array replaced by resize during a claim, or NULL; under
  *	@cons_lock.
+ * @cstats: consumer counters; written under @cons_lock.
  * @slots: the events; replaced only by resize, under both locks.
  * @mask: number of slots minus one (a power of two minus one).
  * @headroom: slots kept for the streams that cannot wait.
@@ -88,11 +116,13 @@ struct kevd_ring {
 	spinlock_t prod_lock;	/* serialises producers */
 	u32 nfenced;
 	struct list_head fenced;
+	struct kevd_prod_stats pstats;
 
 	u32 cons ____cacheline_aligned_in_smp;
 	u32 head;
 	spinlock_t cons_lock;	/* serialises consumers */
 	struct kevd_event *stale;
+	struct kevd_cons_stats cstats;
 
 	struct kevd_event *slots ____cacheline_aligned_in_smp;
 	u32 mask;
@@ -111,19 +141,6 @@ struct kevd_claim {
 	u32 mask;
 	u32 first;
 	u32 n;
-};
-
-/* Producer-side counters: written under ring->prod_lock. */
-struct kevd_prod_stats {
-	u64 posted[KEVD_NR_STREAMS];
-	u64 overflows;
-	u64 drops;
-	u64 max_batch;
-};
-
-/* Consumer-side counters: written under ring->cons_lock. */
-struct kevd_cons_stats {
-	u64 delivered[KEVD_NR_STREAMS];
 };
 
 /*
@@ -184,9 +201,7 @@ struct kevd_direct {
 
 /**
  * struct kevd - an event dispatcher.
- * @ring: the event ring.
- * @pstats: producer counters.
- * @cstats: consumer counters.
+ * @ring: the event ring, with its counters.
  * @lock: protects the fields down to @wait_threshold.
  * @policy: the upcall policy.
  * @upcall: the upcall object.
@@ -240,8 +255,6 @@ struct kevd_direct {
  */
 struct kevd {
 	struct kevd_ring ring;
-	struct kevd_prod_stats pstats;
-	struct kevd_cons_stats cstats;
 
 	spinlock_t lock ____cacheline_aligned_in_smp; /* control state */
 	int policy;
@@ -292,29 +305,48 @@ struct kevd {
 int kevd_cm_hold(struct kevd *evd, u32 flag);
 void kevd_cm_unhold(struct kevd *evd);
 
-/* evd/ring.c */
+/* evd/ring.c: the ring as a data structure; it calls nothing outside */
 int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom);
 void kevd_ring_destroy(struct kevd_ring *ring);
 u32 kevd_ring_qlen(const struct kevd_ring *ring);
 int kevd_ring_qlen_for(const struct kevd_ring *ring, u32 qlen, u32 *actual);
 u32 kevd_ring_count(const struct kevd_ring *ring);
 size_t kevd_ring_bytes(const struct kevd_ring *ring);
-u32 kevd_ring_reserve(struct kevd *evd, u32 want);
-void kevd_ring_commit_wcs(struct kevd *evd, const struct ib_wc *wcs,
-			  u32 n, u32 reserved);
-int kevd_ring_post(struct kevd *evd, const struct kevd_event *ev,
+u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want);
+void __kevd_ring_commit(struct kevd_ring *ring, u32 n, u32 reserved);
+int kevd_ring_post(struct kevd_ring *ring, const struct kevd_event *ev,
 		   enum kevd_stream stream, bool headroom);
-u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max,
-		  bool consumer);
-u32 kevd_ring_claim(struct kevd *evd, u32 max, struct kevd_claim *c);
-void kevd_ring_release(struct kevd *evd);
-void kevd_ring_unclaim(struct kevd *evd, struct kevd_claim *c, u32 from);
-int kevd_ring_push_front(struct kevd *evd, const struct kevd_event *evs,
-			 const struct ib_wc *wcs, u32 k);
-int kevd_ring_resize(struct kevd *evd, u32 qlen);
-int kevd_ring_fence(struct kevd *evd, const struct kevd_event *ev);
-u32 kevd_ring_unfence(struct kevd *evd);
-u32 kevd_ring_drop_fenced(struct kevd *evd);
+void kevd_ring_count_lost(struct kevd_ring *ring, enum kevd_stream stream,
+			  u32 posted, u32 overflows);
+u32 __kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max);
+u32 kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max);
+u32 kevd_ring_claim(struct kevd_ring *ring, u32 max, struct kevd_claim *c);
+void kevd_ring_release(struct kevd_ring *ring);
+void kevd_ring_unclaim(struct kevd_ring *ring, struct kevd_claim *c, u32 from);
+int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
+			 u32 k, bool fresh);
+int kevd_ring_resize(struct kevd_ring *ring, u32 qlen);
+int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev);
+u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued);
+u32 kevd_ring_drop_fenced(struct kevd_ring *ring);
+
+/**
+ * __kevd_ring_slot() - the @i-th slot after the producer index.
+ * @ring: the ring.
+ * @i: 0 .. slots reserved - 1.
+ *
+ * A CQ drain fills the slots it reserved through this, then publishes
+ * them with __kevd_ring_commit(), all under one hold of the lock.
+ *
+ * Context: caller holds ring->prod_lock.
+ * Return: the slot.
+ */
+static inline struct kevd_event *__kevd_ring_slot(struct kevd_ring *ring,
+						  u32 i)
+{
+	lockdep_assert_held(&ring->prod_lock);
+	return &ring->slots[(ring->prod + i) & ring->mask];
+}
 
 /**
  * kevd_event_stream() - the stream an event number belongs to.
@@ -344,14 +376,68 @@ static inline enum kevd_stream kevd_event_stream(u32 event_number)
 }
 
 /* evd/evd.c */
-bool kevd_upcalls_enabled(int policy);
-void kevd_producer_done(struct kevd *evd);
-void kevd_wake_waiter(struct kevd *evd);
 void kevd_get(struct kevd *evd);
 void kevd_put(struct kevd *evd);
 int kevd_raise_overflow(struct kevd *evd, enum kevd_stream stream);
 
-/* Under evd->lock: the upcall policy, object or flag changed. */
+/**
+ * kevd_upcalls_enabled() - does a policy call upcalls?
+ * @policy: an upcall policy.
+ *
+ * Return: true for SINGLE_INSTANCE, NOTIFY and MANY.
+ */
+static inline bool kevd_upcalls_enabled(int policy)
+{
+	return policy == KEVD_UPCALL_SINGLE_INSTANCE ||
+	       policy == KEVD_UPCALL_NOTIFY || policy == KEVD_UPCALL_MANY;
+}
+
+/**
+ * kevd_policy_valid() - is @policy an upcall policy a caller may set?
+ * @policy: the value.
+ * @teardown: TEARDOWN is acceptable (kevd_modify_upcall(), not create).
+ *
+ * The one check of policy values: create, modify and the default_policy
+ * parameter (which names only these) agree through it.
+ *
+ * Return: true if it is.
+ */
+static inline bool kevd_policy_valid(int policy, bool teardown)
+{
+	return policy == KEVD_UPCALL_DISABLE || kevd_upcalls_enabled(policy) ||
+	       (teardown && policy == KEVD_UPCALL_TEARDOWN);
+}
+
+/**
+ * kevd_upcall_flag_valid() - is @flag an upcall flag?
+ * @flag: the value.
+ *
+ * Return: true for INVOC_NEW and INVOC_ANY.
+ */
+static inline bool kevd_upcall_flag_valid(int flag)
+{
+	return flag == KEVD_UPCALL_INVOC_NEW || flag == KEVD_UPCALL_INVOC_ANY;
+}
+
+/**
+ * kevd_wake_waiter() - events were published: wake a thread in kevd_wait().
+ * @evd: the EVD.
+ *
+ * The full barrier pairs with the one in kevd_wait() (waiter registered,
+ * then count read) and in kevd_modify_upcall() (policy set, then prod
+ * read): either the producer sees the waiter or the enabled policy, or
+ * they see its event.
+ *
+ * Context: any; after the producer dropped ring->prod_lock.
+ */
+static inline void kevd_wake_waiter(struct kevd *evd)
+{
+	smp_mb(); /* publish, then look for waiters and the policy */
+	if (waitqueue_active(&evd->wq)) /* ordered by the smp_mb() above */
+		wake_up(&evd->wq);
+}
+
+/* The upcall policy, object or flag changed. Caller holds evd->lock. */
 static inline void kevd_upcall_changed(struct kevd *evd)
 {
 	lockdep_assert_held(&evd->lock);
@@ -367,19 +453,68 @@ static inline bool kevd_upcall_gen_changed(const struct kevd *evd, u32 gen)
 	return READ_ONCE(evd->upcall_gen) != gen;
 }
 
-/* evd/poller.c */
-int kevd_pollers_start(void);
+/* evd/poller.c: scheduling; it calls the pass through a pointer */
+
+/**
+ * struct kevd_scratch - a poller's buffers for its passes.
+ * @wcs: work completions of a CQ drain or direct delivery.
+ * @evs: events of a MANY upcall batch.
+ */
+struct kevd_scratch {
+	struct ib_wc wcs[KEVD_BATCH];
+	struct kevd_event evs[KEVD_MANY_BATCH];
+};
+
+/* What a pass tells its poller (kevd_pass()). */
+enum kevd_pass_ret {
+	KEVD_PASS_IDLE,		/* let go: armed, or nothing to wait for */
+	KEVD_PASS_AGAIN,	/* queue again for the next round */
+	KEVD_PASS_GONE,		/* handed to another poller: hands off */
+};
+
+typedef enum kevd_pass_ret (*kevd_pass_fn)(struct kevd_poller *p,
+					   struct kevd *evd,
+					   struct kevd_scratch *s);
+
+int kevd_pollers_start(kevd_pass_fn pass);
 void kevd_pollers_stop(void);
 struct kevd_poller *kevd_poller_pick(int cpu);
 bool kevd_schedule(struct kevd *evd);
 void kevd_poll_wait_idle(struct kevd *evd);
 bool kevd_current_in_upcall(struct kevd *evd);
+bool kevd_poller_owns(struct kevd *evd);
 struct kevd_batch *kevd_poller_current_batch(struct kevd *evd);
 void kevd_poller_upcall_begin(struct kevd_poller *p, struct kevd *evd,
 			      struct kevd_batch *b);
 void kevd_poller_upcall_end(struct kevd_poller *p, struct kevd *evd);
 bool kevd_poller_handoff(struct kevd_poller *p, struct kevd *evd);
 unsigned int kevd_nr_pollers(void);
+
+/*
+ * kevd_assert_owner() - on kernels with lockdep, warn unless the caller is
+ * the poller making a pass over @evd (or an upcall that pass runs): the
+ * rule "only the owning poller drains, arms and delivers in place", as
+ * kernel/irq_work.c asserts its context.
+ */
+#define kevd_assert_owner(evd)						\
+	do {								\
+		if (IS_ENABLED(CONFIG_LOCKDEP))				\
+			WARN_ON_ONCE(!kevd_poller_owns(evd));		\
+	} while (0)
+
+/**
+ * kevd_producer_done() - events were queued: wake and schedule.
+ * @evd: the EVD.
+ *
+ * Context: any; after the producer dropped ring->prod_lock. The barrier
+ * is kevd_wake_waiter()'s.
+ */
+static inline void kevd_producer_done(struct kevd *evd)
+{
+	kevd_wake_waiter(evd);
+	if (kevd_upcalls_enabled(READ_ONCE(evd->policy)))
+		kevd_schedule(evd);
+}
 
 /**
  * kevd_batches_held() - may running batches hold older events than the ring?
@@ -405,7 +540,7 @@ extern unsigned int kevd_param_budget;
 extern unsigned int kevd_param_defer_arm;
 extern unsigned int kevd_param_qlen;
 extern int kevd_param_policy;
-extern unsigned int kevd_param_pollers;
+extern unsigned int kevd_param_nr_pollers;
 extern int kevd_param_notify_check;
 
 enum kevd_notify_check {
@@ -423,7 +558,8 @@ void kevd_read_stats(struct kevd *evd, struct kevd_stats *st);
 
 /* dto/cq.c */
 int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
-		   const struct kevd_attr *attr);
+		   const struct kevd_attr *attr,
+		   void (*event_handler)(struct ib_event *, void *));
 void kevd_cq_destroy(struct kevd *evd);
 bool kevd_cq_busy(struct kevd *evd);
 int kevd_cq_fit(struct kevd *evd, u32 qlen);
@@ -459,8 +595,11 @@ void kevd_direct_end(struct kevd *evd, struct kevd_direct *d);
 void kevd_batch_return(struct kevd_batch *b, u32 from);
 void kevd_batch_revoke(struct kevd *evd);
 
-/* upcall_policy/notify.c */
-bool kevd_arm_and_check(struct kevd *evd, struct kevd_poller *p,
-			struct kevd_direct *d, struct ib_wc *wcs);
+/* dto/arm.c */
+bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs);
+
+/* evd/pass.c */
+enum kevd_pass_ret kevd_pass(struct kevd_poller *p, struct kevd *evd,
+			     struct kevd_scratch *s);
 
 #endif /* _KEVD_INTERNAL_H */

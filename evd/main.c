@@ -9,7 +9,7 @@ static int __init kevd_init(void)
 {
 	int ret;
 
-	ret = kevd_pollers_start();
+	ret = kevd_pollers_start(kevd_pass);
 	if (ret) {
 		pr_err("kevd: cannot start the poller threads: %d\n", ret);
 		return ret;

@@ -128,9 +128,9 @@ module_param_cb(default_qlen, &kevd_uint_ops, &kevd_qlen_param, 0644);
 MODULE_PARM_DESC(default_qlen,
 		 "Queue length kevd_attr_init() proposes (1..1048576, default 256)");
 
-unsigned int kevd_param_pollers;
+unsigned int kevd_param_nr_pollers;
 static struct kevd_uint_param kevd_pollers_param = {
-	&kevd_param_pollers, 0, 1024, "poller threads; 0: one per online CPU",
+	&kevd_param_nr_pollers, 0, 1024, "poller threads; 0: one per online CPU",
 };
 
 module_param_cb(nr_pollers, &kevd_uint_ops, &kevd_pollers_param, 0444);

@@ -10,9 +10,12 @@
  *     KEVD_POLL_MISSED instead, and the owner makes one more pass before
  *     it lets go (kevd_poll_complete()). No notification is lost between
  *     a pass's last look and its letting go.
- *   - A pass (kevd_poll_one()) drains the CQ within the budget, delivers
- *     upcalls, and when idle arms the CQ with the extended notify; work
- *     left over sends the EVD to the tail of the list.
+ *   - A pass is the EVD's poll method (kevd_pass(), evd/pass.c, given to
+ *     kevd_pollers_start() as irq_poll and NAPI take theirs): it drains
+ *     the CQ within the budget, delivers upcalls, and when idle arms the
+ *     CQ; it returns whether the EVD goes idle, needs another pass (the
+ *     tail of the list) or was handed to another poller. This file
+ *     schedules and calls nothing else of kevd's.
  *   - A round (kevd_poller_fn()), as net_rx_action(): the poller takes its
  *     whole run list in one lock round trip and makes a pass over each
  *     EVD; the EVDs it queues again itself wait on a private list and
@@ -22,6 +25,8 @@
  * Ownership: while KEVD_POLL_SCHED is set exactly one poller owns the EVD:
  * it alone drains and arms the CQ. For MANY the owner hands the EVD to the
  * next poller before it runs a batch of upcalls, so batches overlap.
+ * kevd_assert_owner() checks, on debug kernels, that the caller is the
+ * poller thread making the pass over the EVD.
  *
  * Slow upcalls: an upcall runs in its poller thread. kevd_schedule()
  * avoids pollers that are inside an upcall. An upcall batch that took
@@ -33,9 +38,9 @@
  * nothing: handing the queue over at every batch made two pollers trade
  * it back and forth, a wake-up per pass.
  *
- * Locking: poller->lock (irqsave) guards the run list only. It nests
- * inside evd->lock (the completion handler); nothing is taken inside it.
- * The round's lists (todo, again) belong to the poller thread: no lock.
+ * Locking (the order is in kevd_internal.h): poller->lock guards the run
+ * list only. The round's lists (todo, again) belong to the poller thread:
+ * no lock.
  */
 #include <linux/cpumask.h>
 #include <linux/kthread.h>
@@ -53,12 +58,12 @@
  * @todo: the current round's EVDs still to pass over (thread only).
  * @again: EVDs the thread queued again itself this round (thread only).
  * @task: the thread.
+ * @passing: the EVD the thread makes a pass over now, or NULL.
  * @in_upcall: the EVD whose upcall the thread runs now, or NULL.
  * @batch: the batch it delivers (NULL for a doorbell); thread only.
  * @upcall_t0: local_clock() when that upcall batch began.
  * @idx: index in the pool.
- * @wcs: work completions of a CQ drain.
- * @evs: events of a MANY upcall batch.
+ * @scratch: the pass's buffers.
  */
 struct kevd_poller {
 	spinlock_t lock;	/* guards run_list */
@@ -66,17 +71,27 @@ struct kevd_poller {
 	struct list_head todo;
 	struct list_head again;
 	struct task_struct *task;
+	struct kevd *passing;
 	struct kevd *in_upcall;
 	struct kevd_batch *batch;
 	u64 upcall_t0;
 	unsigned int idx;
-	struct ib_wc wcs[KEVD_BATCH];
-	struct kevd_event evs[KEVD_MANY_BATCH];
+	struct kevd_scratch scratch;
 } ____cacheline_aligned_in_smp;
 
-static struct kevd_poller *kevd_pollers;
-static unsigned int kevd_npollers;
-static atomic_t kevd_next_poller = ATOMIC_INIT(0);
+/**
+ * struct kevd_pool - the poller threads.
+ * @pollers: the array.
+ * @nr_pollers: its size (the nr_pollers parameter, or the online CPUs).
+ * @next: round robin for kevd_poller_pick().
+ * @pass: the poll method.
+ */
+static struct kevd_pool {
+	struct kevd_poller *pollers;
+	unsigned int nr_pollers;
+	atomic_t next;
+	kevd_pass_fn pass;
+} kevd_pool;
 
 /**
  * kevd_nr_pollers() - size of the pool.
@@ -85,7 +100,7 @@ static atomic_t kevd_next_poller = ATOMIC_INIT(0);
  */
 unsigned int kevd_nr_pollers(void)
 {
-	return kevd_npollers;
+	return kevd_pool.nr_pollers;
 }
 EXPORT_SYMBOL_GPL(kevd_nr_pollers);	/* not public: for kevd's own tests */
 
@@ -100,30 +115,30 @@ struct kevd_poller *kevd_poller_pick(int cpu)
 	unsigned int i;
 
 	if (cpu == KEVD_ANY)
-		i = atomic_inc_return(&kevd_next_poller);
+		i = atomic_inc_return(&kevd_pool.next);
 	else
 		i = cpu;
-	return &kevd_pollers[i % kevd_npollers];
+	return &kevd_pool.pollers[i % kevd_pool.nr_pollers];
 }
 
 static struct kevd_poller *kevd_poller_next(struct kevd_poller *p)
 {
-	return &kevd_pollers[(p->idx + 1) % kevd_npollers];
+	return &kevd_pool.pollers[(p->idx + 1) % kevd_pool.nr_pollers];
 }
 
 /* The home poller, or the first after it that is not inside an upcall. */
-static struct kevd_poller *kevd_target(struct kevd *evd)
+static struct kevd_poller *kevd_poller_target(struct kevd *evd)
 {
 	struct kevd_poller *p = evd->home;
 	unsigned int i;
 
-	for (i = 0; i < kevd_npollers; i++, p = kevd_poller_next(p))
+	for (i = 0; i < kevd_pool.nr_pollers; i++, p = kevd_poller_next(p))
 		if (!READ_ONCE(p->in_upcall))
 			return p;
 	return evd->home;
 }
 
-static void kevd_enqueue(struct kevd_poller *p, struct kevd *evd)
+static void kevd_poller_enqueue(struct kevd_poller *p, struct kevd *evd)
 {
 	unsigned long flags;
 
@@ -134,7 +149,7 @@ static void kevd_enqueue(struct kevd_poller *p, struct kevd *evd)
 }
 
 /* Called by @p's own thread for an EVD it owns: wait for the next round. */
-static void kevd_requeue(struct kevd_poller *p, struct kevd *evd)
+static void kevd_poller_requeue(struct kevd_poller *p, struct kevd *evd)
 {
 	list_add_tail(&evd->poll_node, &p->again);
 }
@@ -161,7 +176,7 @@ bool kevd_schedule(struct kevd *evd)
 
 	if (val & BIT(KEVD_POLL_SCHED))
 		return false;
-	kevd_enqueue(kevd_target(evd), evd);
+	kevd_poller_enqueue(kevd_poller_target(evd), evd);
 	return true;
 }
 
@@ -182,7 +197,7 @@ static void kevd_poll_complete(struct kevd_poller *p, struct kevd *evd)
 	} while (!try_cmpxchg(&evd->poll_state, &val, new));
 
 	if (new & BIT(KEVD_POLL_SCHED))
-		kevd_requeue(p, evd);
+		kevd_poller_requeue(p, evd);
 	else if (val & BIT(KEVD_POLL_DEAD))
 		wake_up_var(&evd->poll_state);	/* kevd_poll_wait_idle() */
 }
@@ -265,6 +280,23 @@ bool kevd_current_in_upcall(struct kevd *evd)
 	struct kevd_poller *p = kevd_current_poller();
 
 	return p && p->in_upcall == evd;
+}
+
+/**
+ * kevd_poller_owns() - is the caller the poller making a pass over @evd?
+ * @evd: the EVD.
+ *
+ * For kevd_assert_owner() (debug kernels): also true inside an upcall the
+ * pass runs, which executes on the same thread.
+ *
+ * Return: true from the owning poller's thread during its pass.
+ */
+bool kevd_poller_owns(struct kevd *evd)
+{
+	struct kevd_poller *p = kevd_current_poller();
+
+	return p && p->passing == evd &&
+	       test_bit(KEVD_POLL_SCHED, &evd->poll_state);
 }
 
 /* Pass the EVDs queued on @p to the next poller: @p is about to upcall. */
@@ -350,86 +382,28 @@ bool kevd_poller_handoff(struct kevd_poller *p, struct kevd *evd)
 
 	if (to == p)
 		return false;
-	kevd_enqueue(to, evd);
+	kevd_poller_enqueue(to, evd);
 	return true;
 }
 
 /*
- * defer_arm (as NAPI's napi_defer_hard_irqs): an EVD whose pass found
- * work stays queued, and is armed only after that many passes without
- * any. Under a trickle spread over many EVDs, polls then replace
- * notifications; an idle EVD costs that many empty polls, then sleeps
- * armed as usual. The EVD stays owned throughout, so nothing is missed.
+ * One pass over @evd, which @p owns: the poll method's verdict decides
+ * whether @p lets go of it, queues it again, or (handed off) must not
+ * touch it any more.
  */
-static bool kevd_defer_arm(struct kevd *evd, u32 work)
+static void kevd_poller_pass(struct kevd_poller *p, struct kevd *evd)
 {
-	u32 defer = READ_ONCE(kevd_param_defer_arm);
+	enum kevd_pass_ret ret = KEVD_PASS_IDLE;
 
-	if (!defer || !evd->cq)
-		return false;
-	if (work) {
-		evd->empty_passes = 0;
-		return true;
+	if (!test_bit(KEVD_POLL_DEAD, &evd->poll_state)) {
+		p->passing = evd;
+		ret = kevd_pool.pass(p, evd, &p->scratch);
+		p->passing = NULL;
 	}
-	if (evd->empty_passes < defer) {
-		evd->empty_passes++;
-		return true;
-	}
-	return false;
-}
-
-static void kevd_poll_one(struct kevd_poller *p, struct kevd *evd)
-{
-	u32 budget = READ_ONCE(kevd_param_budget);
-	u32 work = 0, drained = 0, got, done, want;
-	bool notified, handed_off = false;
-	struct kevd_direct d = { };
-	int direct;
-
-	if (test_bit(KEVD_POLL_DEAD, &evd->poll_state)) {
+	if (ret == KEVD_PASS_AGAIN)
+		kevd_poller_requeue(p, evd);
+	else if (ret == KEVD_PASS_IDLE)
 		kevd_poll_complete(p, evd);
-		return;
-	}
-	notified = test_and_clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
-	if (unlikely(READ_ONCE(evd->ring.nfenced))) {
-		work = kevd_cq_unfence(evd, p->wcs, budget);
-		drained = work;
-	}
-	while (work < budget) {
-		got = 0;
-		if (evd->cq) {
-			want = min(budget - work, (u32)KEVD_BATCH);
-			direct = kevd_deliver_direct(evd, p, &d, p->wcs, want);
-			if (direct >= 0) {
-				/* the ring was empty: so was the CQ, or go on */
-				drained += direct;
-				work += direct;
-				if (!direct)
-					break;
-				continue;
-			}
-			/* No session across a MANY hand-off. */
-			kevd_direct_end(evd, &d);
-			got = kevd_cq_drain(evd, p->wcs, want);
-		}
-		drained += got;
-		done = kevd_deliver(evd, p, p->evs, budget - work, &handed_off);
-		if (handed_off)
-			return;
-		if (!got && !done)
-			break;
-		work += got + done;
-	}
-	if (notified && !drained)
-		evd->postats.empty_notifications++;
-	if (work >= budget || kevd_defer_arm(evd, work) ||
-	    kevd_arm_and_check(evd, p, &d, p->wcs)) {
-		kevd_direct_end(evd, &d);
-		kevd_requeue(p, evd);
-		return;
-	}
-	kevd_direct_end(evd, &d);
-	kevd_poll_complete(p, evd);
 }
 
 /*
@@ -464,7 +438,7 @@ static int kevd_poller_fn(void *data)
 		while ((evd = list_first_entry_or_null(&p->todo, struct kevd,
 						       poll_node))) {
 			list_del_init(&evd->poll_node);
-			kevd_poll_one(p, evd);
+			kevd_poller_pass(p, evd);
 			cond_resched();
 		}
 	}
@@ -473,22 +447,26 @@ static int kevd_poller_fn(void *data)
 
 /**
  * kevd_pollers_start() - start the pool (module init).
+ * @pass: the poll method: one pass over an EVD the calling poller owns.
  *
  * Context: process context.
  * Return: 0, or a negative errno with nothing left running.
  */
-int kevd_pollers_start(void)
+int kevd_pollers_start(kevd_pass_fn pass)
 {
-	unsigned int n = kevd_param_pollers ?: num_online_cpus();
+	unsigned int n = kevd_param_nr_pollers ?: num_online_cpus();
+	struct kevd_poller *pollers;
 	unsigned int i;
 	int ret;
 
 	/* about 6 KiB a poller: 1024 of them need vmalloc */
-	kevd_pollers = kvcalloc(n, sizeof(*kevd_pollers), GFP_KERNEL);
-	if (!kevd_pollers)
+	pollers = kvcalloc(n, sizeof(*pollers), GFP_KERNEL);
+	if (!pollers)
 		return -ENOMEM;
+	kevd_pool.pollers = pollers;
+	kevd_pool.pass = pass;
 	for (i = 0; i < n; i++) {
-		struct kevd_poller *p = &kevd_pollers[i];
+		struct kevd_poller *p = &pollers[i];
 
 		spin_lock_init(&p->lock);
 		INIT_LIST_HEAD(&p->run_list);
@@ -502,13 +480,13 @@ int kevd_pollers_start(void)
 		}
 		wake_up_process(p->task);
 	}
-	kevd_npollers = n;
+	kevd_pool.nr_pollers = n;
 	return 0;
 err:
 	while (i--)
-		kthread_stop(kevd_pollers[i].task);
-	kvfree(kevd_pollers);
-	kevd_pollers = NULL;
+		kthread_stop(pollers[i].task);
+	kvfree(pollers);
+	kevd_pool.pollers = NULL;
 	return ret;
 }
 
@@ -524,9 +502,9 @@ void kevd_pollers_stop(void)
 {
 	unsigned int i;
 
-	for (i = 0; i < kevd_npollers; i++)
-		kthread_stop(kevd_pollers[i].task);
-	kvfree(kevd_pollers);
-	kevd_pollers = NULL;
-	kevd_npollers = 0;
+	for (i = 0; i < kevd_pool.nr_pollers; i++)
+		kthread_stop(kevd_pool.pollers[i].task);
+	kvfree(kevd_pool.pollers);
+	kevd_pool.pollers = NULL;
+	kevd_pool.nr_pollers = 0;
 }

@@ -1,36 +1,39 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * The event ring of an EVD: a bounded FIFO of struct kevd_event with one
- * lock per side, after include/linux/ptr_ring.h.
+ * lock per side, after include/linux/ptr_ring.h. A data structure and
+ * nothing more: every function takes the ring, and none calls out of this
+ * file. What follows a produce or a consume (waking a waiter, scheduling
+ * a pass, restarting a stalled CQ) is the caller's: the calls return what
+ * it needs to decide. Locking rules: kevd_internal.h.
  *
- * Locking:
- *   - producers (post_se, post_event, the CQ drain of the owning poller)
- *     serialise on ring->prod_lock, taken with spin_lock_irqsave: a
- *     producer may run in hard-IRQ context;
- *   - consumers (dequeue, wait, upcall batches) serialise on
- *     ring->cons_lock, also irqsave;
- *   - resize takes cons_lock, then prod_lock, and alone replaces the slot
- *     array.
- *
- * Consumers take events at ring->head. ring->cons, which producers read,
- * follows it, except while the owner of a SINGLE_INSTANCE EVD delivers a
- * batch in place (kevd_ring_claim()): then [cons, head) are slots the
- * upcalls read, and they stay out of the producers' reach until
- * kevd_ring_release() moves cons up to head. There is at most one claim:
- * only the owning poller claims, and it releases before it lets go. A
- * resize during a claim keeps the claimed array (ring->stale) for the
- * release to free.
- *
- * Indices run free (u32, wrapping) and are never reset, so a lockless
- * reader of prod - head sees a sane count even across a resize. The
- * producer publishes slots with smp_store_release(&prod) and reads cons
- * with smp_load_acquire(); the consumer does the converse. A CQ drain
- * reserves slots before it polls the CQ, so a completion is never taken
- * from the CQ without a slot to put it in.
- *
- * Headroom: ring->headroom slots are kept for the streams that cannot
- * wait (CR, connection, async). DTO and software events stop short of
- * them; only those streams may fill the ring completely.
+ *   - Producers (post_se, post_event, the CQ drain of the owning poller)
+ *     serialise on ring->prod_lock, consumers (dequeue, wait, upcall
+ *     batches) on ring->cons_lock, both irqsave: a producer may run in
+ *     hard-IRQ context. Resize takes cons_lock, then prod_lock, and alone
+ *     replaces the slot array. Functions named __kevd_ring_*() expect
+ *     the caller to hold the lock their kernel-doc names (as ptr_ring's
+ *     __ptr_ring_*()); the others take it.
+ *   - Consumers take events at ring->head. ring->cons, which producers
+ *     read, follows it, except while the owner of a SINGLE_INSTANCE EVD
+ *     delivers a batch in place (kevd_ring_claim()): then [cons, head) are
+ *     slots the upcalls read, and they stay out of the producers' reach
+ *     until kevd_ring_release() moves cons up to head. There is at most
+ *     one claim: its caller serialises claims (only the owning poller
+ *     claims, and it releases before it lets go). A resize during a claim
+ *     keeps the claimed array (ring->stale) for the release to free.
+ *   - Indices run free (u32, wrapping) and are never reset, so a lockless
+ *     reader of prod - head sees a sane count even across a resize. The
+ *     producer publishes slots with smp_store_release(&prod) and reads
+ *     cons with smp_load_acquire(); the consumer does the converse. A CQ
+ *     drain reserves slots before it polls the CQ (kevd_ring_reserve()),
+ *     so a completion is never taken from the CQ without a slot for it.
+ *   - Headroom: ring->headroom slots are kept for the streams that cannot
+ *     wait (CR, connection, async). DTO and software events stop short of
+ *     them; only those streams may fill the ring completely.
+ *   - The ring owns its counters: posted, drops and overflows under
+ *     prod_lock, delivered under cons_lock.
+ *   - Every slot names its EVD: the producer sets ev->evd before it posts.
  */
 #include <linux/log2.h>
 #include <linux/mm.h>
@@ -152,7 +155,7 @@ void kevd_ring_destroy(struct kevd_ring *ring)
 	ring->slots = NULL;
 }
 
-/* Free slots for a producer; ring->prod_lock held. */
+/* Free slots for a producer. Caller holds ring->prod_lock. */
 static u32 __kevd_ring_free(struct kevd_ring *ring, bool headroom)
 {
 	/* acquire: the consumer is done with every slot below cons */
@@ -163,31 +166,27 @@ static u32 __kevd_ring_free(struct kevd_ring *ring, bool headroom)
 	return used >= limit ? 0 : limit - used;
 }
 
-/* Publish @ev at prod; ring->prod_lock held. */
-static void __kevd_ring_push(struct kevd *evd, const struct kevd_event *ev)
+/* Publish @ev at prod. Caller holds ring->prod_lock. */
+static void __kevd_ring_push(struct kevd_ring *ring,
+			     const struct kevd_event *ev)
 {
-	struct kevd_ring *ring = &evd->ring;
-	struct kevd_event *slot = &ring->slots[ring->prod & ring->mask];
-
 	lockdep_assert_held(&ring->prod_lock);
-	*slot = *ev;
-	slot->evd = evd;
+	ring->slots[ring->prod & ring->mask] = *ev;
 	/* release: the slot is written before a consumer sees prod */
 	smp_store_release(&ring->prod, ring->prod + 1);
 }
 
 /**
  * kevd_ring_reserve() - reserve slots for a CQ drain.
- * @evd: the EVD.
+ * @ring: the ring.
  * @want: slots wanted.
  *
  * Context: any; takes ring->prod_lock.
- * Return: slots reserved, 0 .. @want; kevd_ring_commit_wcs() gives
- * them back.
+ * Return: slots reserved, 0 .. @want; __kevd_ring_commit() gives them
+ * back.
  */
-u32 kevd_ring_reserve(struct kevd *evd, u32 want)
+u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want)
 {
-	struct kevd_ring *ring = &evd->ring;
 	unsigned long flags;
 	u32 n;
 
@@ -199,53 +198,32 @@ u32 kevd_ring_reserve(struct kevd *evd, u32 want)
 }
 
 /**
- * kevd_ring_commit_wcs() - convert work completions into reserved slots.
- * @evd: the EVD.
- * @wcs: the work completions, in CQ order.
- * @n: how many; at most @reserved.
+ * __kevd_ring_commit() - publish the slots a CQ drain filled.
+ * @ring: the ring.
+ * @n: slots filled from prod on (__kevd_ring_slot()); at most @reserved.
  * @reserved: what kevd_ring_reserve() gave; all of it is released.
  *
- * Each completion is converted straight into its slot, so a DTO event is
- * written once on its way in. Every slot carries its EVD from here (and
- * from kevd_ring_post()), so consumers never write to a slot. One lock
- * round-trip for the whole batch. Only the owning poller commits (it
- * delivers upcalls in the same pass), so this wakes a waiter but does not
- * schedule the EVD.
+ * The drain converts each completion straight into its slot under the
+ * lock, so a DTO event is written once on its way in, with one lock
+ * round-trip for the whole batch (dto/cq.c).
  *
- * Context: any; takes ring->prod_lock.
+ * Context: caller holds ring->prod_lock.
  */
-void kevd_ring_commit_wcs(struct kevd *evd, const struct ib_wc *wcs,
-			  u32 n, u32 reserved)
+void __kevd_ring_commit(struct kevd_ring *ring, u32 n, u32 reserved)
 {
-	struct kevd_ring *ring = &evd->ring;
-	struct kevd_event *slots, *slot;
-	unsigned long flags;
-	u32 prod, mask, i;
-
-	spin_lock_irqsave(&ring->prod_lock, flags);
+	lockdep_assert_held(&ring->prod_lock);
 	ring->resv -= reserved;
-	slots = ring->slots;
-	prod = ring->prod;
-	mask = ring->mask;
-	for (i = 0; i < n; i++) {
-		slot = &slots[(prod + i) & mask];
-		kevd_wc_to_event(&wcs[i], slot);
-		slot->evd = evd;
-	}
 	/* release: the slots are written before a consumer sees prod */
-	smp_store_release(&ring->prod, prod + n);
-	evd->pstats.posted[KEVD_STREAM_DTO] += n;
-	if (n > evd->pstats.max_batch)
-		evd->pstats.max_batch = n;
-	spin_unlock_irqrestore(&ring->prod_lock, flags);
-	if (n)
-		kevd_wake_waiter(evd);
+	smp_store_release(&ring->prod, ring->prod + n);
+	ring->pstats.posted[KEVD_STREAM_DTO] += n;
+	if (n > ring->pstats.max_batch)
+		ring->pstats.max_batch = n;
 }
 
 /**
  * kevd_ring_post() - queue one event.
- * @evd: the EVD.
- * @ev: the event.
+ * @ring: the ring.
+ * @ev: the event; ->evd names its EVD.
  * @stream: its stream.
  * @headroom: the stream may use the headroom (CR, connection, async).
  *
@@ -256,42 +234,61 @@ void kevd_ring_commit_wcs(struct kevd *evd, const struct ib_wc *wcs,
  * Context: any, hard IRQ included; takes ring->prod_lock.
  * Return: 0, or -ENOSPC when the ring is full.
  */
-int kevd_ring_post(struct kevd *evd, const struct kevd_event *ev,
+int kevd_ring_post(struct kevd_ring *ring, const struct kevd_event *ev,
 		   enum kevd_stream stream, bool headroom)
 {
-	struct kevd_ring *ring = &evd->ring;
 	unsigned long flags;
 	int ret = 0;
 
 	spin_lock_irqsave(&ring->prod_lock, flags);
 	if (__kevd_ring_free(ring, headroom)) {
-		__kevd_ring_push(evd, ev);
-		evd->pstats.posted[stream]++;
+		__kevd_ring_push(ring, ev);
+		ring->pstats.posted[stream]++;
 	} else {
 		ret = -ENOSPC;
 		if (headroom) {
-			evd->pstats.drops++;
-			evd->pstats.overflows++;
+			ring->pstats.drops++;
+			ring->pstats.overflows++;
 		}
 	}
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
-	if (!ret)
-		kevd_producer_done(evd);
 	return ret;
 }
 
-/*
- * Count @n events taken at @head for the statistics; cons_lock held. DTO
- * events (numbers below 0x1000) are counted once per batch, as what the
- * others leave: per event there is one compare, no read-modify-write.
+/**
+ * kevd_ring_count_lost() - count events of @stream lost outside the ring.
+ * @ring: the ring.
+ * @stream: their stream.
+ * @posted: events that never reached the ring: counted as posted (the
+ *	EVD's free counts them as discarded).
+ * @overflows: overflows the provider reported (a CQ overrun).
+ *
+ * Context: any; takes ring->prod_lock.
  */
-static void __kevd_ring_account(struct kevd *evd, u32 head, u32 n)
+void kevd_ring_count_lost(struct kevd_ring *ring, enum kevd_stream stream,
+			  u32 posted, u32 overflows)
 {
-	const struct kevd_event *slots = evd->ring.slots;
-	u64 *delivered = evd->cstats.delivered;
-	u32 mask = evd->ring.mask, dto = n, num, i;
+	unsigned long flags;
 
-	lockdep_assert_held(&evd->ring.cons_lock);
+	spin_lock_irqsave(&ring->prod_lock, flags);
+	ring->pstats.posted[stream] += posted;
+	ring->pstats.overflows += overflows;
+	spin_unlock_irqrestore(&ring->prod_lock, flags);
+}
+
+/*
+ * Count @n events taken at @head for the statistics. Caller holds
+ * cons_lock. DTO events (numbers below 0x1000) are counted once per
+ * batch, as what the others leave: per event there is one compare, no
+ * read-modify-write.
+ */
+static void __kevd_ring_account(struct kevd_ring *ring, u32 head, u32 n)
+{
+	const struct kevd_event *slots = ring->slots;
+	u64 *delivered = ring->cstats.delivered;
+	u32 mask = ring->mask, dto = n, num, i;
+
+	lockdep_assert_held(&ring->cons_lock);
 	for (i = 0; i < n; i++) {
 		num = slots[(head + i) & mask].event_number;
 		if (unlikely(num >> 12)) {
@@ -303,48 +300,59 @@ static void __kevd_ring_account(struct kevd *evd, u32 head, u32 n)
 }
 
 /**
- * kevd_ring_pop() - take up to @max events, oldest first.
- * @evd: the EVD.
+ * __kevd_ring_pop() - take up to @max events, oldest first.
+ * @ring: the ring.
  * @evs: where to copy them.
  * @max: at most this many.
- * @consumer: a consumer's dequeue, not a batch: it takes nothing while
- *	batches stopped by a policy change may still give events back
- *	(kevd_batches_held()).
  *
- * Context: any; takes ring->cons_lock.
+ * For a consumer that decides under the lock whether it may take events
+ * (kevd_dequeue(): not while stopped batches may give older ones back).
+ *
+ * Context: caller holds ring->cons_lock.
  * Return: the number of events taken.
  */
-u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max,
-		  bool consumer)
+u32 __kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max)
 {
-	struct kevd_ring *ring = &evd->ring;
-	const struct kevd_event *slots;
-	unsigned long flags;
-	u32 head, mask, n, i;
+	const struct kevd_event *slots = ring->slots;
+	u32 head = ring->head, mask = ring->mask, n, i;
 
-	spin_lock_irqsave(&ring->cons_lock, flags);
-	head = ring->head;
-	slots = ring->slots;
-	mask = ring->mask;
+	lockdep_assert_held(&ring->cons_lock);
 	/* acquire: pairs with the producer's release of prod */
 	n = min(max, smp_load_acquire(&ring->prod) - head);
-	if (consumer && n && kevd_batches_held(evd))
-		n = 0;
 	for (i = 0; i < n; i++)
 		evs[i] = slots[(head + i) & mask];
-	__kevd_ring_account(evd, head, n);
+	__kevd_ring_account(ring, head, n);
 	ring->head = head + n;
 	/* no claim: give the slots to producers (else the release will) */
 	if (ring->cons == head)
 		/* release: the slots are read before a producer reuses them */
 		smp_store_release(&ring->cons, head + n);
+	return n;
+}
+
+/**
+ * kevd_ring_pop() - take up to @max events, oldest first.
+ * @ring: the ring.
+ * @evs: where to copy them.
+ * @max: at most this many.
+ *
+ * Context: any; takes ring->cons_lock.
+ * Return: the number of events taken.
+ */
+u32 kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max)
+{
+	unsigned long flags;
+	u32 n;
+
+	spin_lock_irqsave(&ring->cons_lock, flags);
+	n = __kevd_ring_pop(ring, evs, max);
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	return n;
 }
 
 /**
  * kevd_ring_claim() - take up to @max events to deliver in place.
- * @evd: the EVD; the caller owns it and delivers SINGLE_INSTANCE upcalls.
+ * @ring: the ring; the caller serialises claims (the owning poller).
  * @max: at most this many.
  * @c: the claimed events: @c->n slots from @c->first in @c->slots.
  *
@@ -352,12 +360,11 @@ u32 kevd_ring_pop(struct kevd *evd, struct kevd_event *evs, u32 max,
  * their slots are not given back to producers until kevd_ring_release():
  * upcalls read them where the producer wrote them, with no copy.
  *
- * Context: the owning poller; takes ring->cons_lock.
+ * Context: any; takes ring->cons_lock.
  * Return: @c->n, the number of events claimed.
  */
-u32 kevd_ring_claim(struct kevd *evd, u32 max, struct kevd_claim *c)
+u32 kevd_ring_claim(struct kevd_ring *ring, u32 max, struct kevd_claim *c)
 {
-	struct kevd_ring *ring = &evd->ring;
 	unsigned long flags;
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
@@ -369,7 +376,7 @@ u32 kevd_ring_claim(struct kevd *evd, u32 max, struct kevd_claim *c)
 	if (!WARN_ON_ONCE(ring->cons != ring->head))
 		/* acquire: pairs with the producer's release of prod */
 		c->n = min(max, smp_load_acquire(&ring->prod) - c->first);
-	__kevd_ring_account(evd, c->first, c->n);
+	__kevd_ring_account(ring, c->first, c->n);
 	ring->head = c->first + c->n;
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	return c->n;
@@ -377,16 +384,15 @@ u32 kevd_ring_claim(struct kevd *evd, u32 max, struct kevd_claim *c)
 
 /**
  * kevd_ring_release() - give the slots of a claim back to producers.
- * @evd: the EVD whose claim ended (every upcall of it returned).
+ * @ring: the ring whose claim ended (every upcall of it returned).
  *
  * Also takes any events dequeued during the claim off the producers'
  * books, and frees a slot array a resize replaced meanwhile.
  *
- * Context: the owning poller; takes ring->cons_lock; may free memory.
+ * Context: the claimer; takes ring->cons_lock; may free memory.
  */
-void kevd_ring_release(struct kevd *evd)
+void kevd_ring_release(struct kevd_ring *ring)
 {
-	struct kevd_ring *ring = &evd->ring;
 	struct kevd_event *stale;
 	unsigned long flags;
 
@@ -399,21 +405,25 @@ void kevd_ring_release(struct kevd *evd)
 	kvfree(stale);
 }
 
-/* Take @n events of @slots from @first off the delivered counters. */
-static void __kevd_ring_unaccount(struct kevd *evd,
+/*
+ * Take @n events of @slots from @first off the delivered counters. Caller
+ * holds cons_lock.
+ */
+static void __kevd_ring_unaccount(struct kevd_ring *ring,
 				  const struct kevd_event *slots, u32 mask,
 				  u32 first, u32 n)
 {
+	u64 *delivered = ring->cstats.delivered;
 	u32 i;
 
-	lockdep_assert_held(&evd->ring.cons_lock);
+	lockdep_assert_held(&ring->cons_lock);
 	for (i = 0; i < n; i++)
-		evd->cstats.delivered[kevd_event_stream(slots[(first + i) & mask].event_number)]--;
+		delivered[kevd_event_stream(slots[(first + i) & mask].event_number)]--;
 }
 
 /**
  * kevd_ring_unclaim() - put the undelivered tail of a claim back.
- * @evd: the EVD; the caller owns it and holds claim @c.
+ * @ring: the ring of claim @c, which is still open.
  * @c: the claim; its events from index @from on were not delivered.
  * @from: the first undelivered event of the claim.
  *
@@ -423,11 +433,10 @@ static void __kevd_ring_unaccount(struct kevd *evd,
  * were consumed and are not the producers' until the release). The claim
  * then ends at @from; kevd_ring_release() still ends it.
  *
- * Context: the owning poller (or its upcall); takes ring->cons_lock.
+ * Context: the claimer (or its upcall); takes ring->cons_lock.
  */
-void kevd_ring_unclaim(struct kevd *evd, struct kevd_claim *c, u32 from)
+void kevd_ring_unclaim(struct kevd_ring *ring, struct kevd_claim *c, u32 from)
 {
-	struct kevd_ring *ring = &evd->ring;
 	u32 k = c->n - from, head, j;
 	unsigned long flags;
 
@@ -435,7 +444,7 @@ void kevd_ring_unclaim(struct kevd *evd, struct kevd_claim *c, u32 from)
 		return;
 	spin_lock_irqsave(&ring->cons_lock, flags);
 	head = ring->head - k;
-	__kevd_ring_unaccount(evd, c->slots, c->mask, c->first + from, k);
+	__kevd_ring_unaccount(ring, c->slots, c->mask, c->first + from, k);
 	/* downwards: the target may overlap the source, higher up */
 	for (j = k; j--; )
 		ring->slots[(head + j) & ring->mask] =
@@ -447,49 +456,43 @@ void kevd_ring_unclaim(struct kevd *evd, struct kevd_claim *c, u32 from)
 
 /**
  * kevd_ring_push_front() - queue events ahead of everything queued.
- * @evd: the EVD.
- * @evs: the events, or NULL...
- * @wcs: ...the work completions to convert, in CQ order.
+ * @ring: the ring.
+ * @evs: the events, in order; ->evd names their EVD.
  * @k: how many.
+ * @fresh: they were never queued (completions polled for direct
+ *	delivery): count them as posted; else they were popped and count as
+ *	not delivered after all.
  *
  * For events a batch took and did not deliver because the upcall policy
  * changed (copied MANY batches, completions polled for direct delivery):
  * they become the oldest queued events again. They may use the headroom:
  * they are already out of the CQ or the ring.
  *
- * Context: any; takes ring->cons_lock, then ring->prod_lock.
+ * Context: no claim open (its claimer would be the caller); takes
+ * ring->cons_lock, then ring->prod_lock.
  * Return: 0, or -ENOSPC when @k slots are not free (nothing queued).
  */
-int kevd_ring_push_front(struct kevd *evd, const struct kevd_event *evs,
-			 const struct ib_wc *wcs, u32 k)
+int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
+			 u32 k, bool fresh)
 {
-	struct kevd_ring *ring = &evd->ring;
-	struct kevd_event *slot;
 	unsigned long flags;
 	u32 head, j;
 	int ret = 0;
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
 	spin_lock(&ring->prod_lock);
-	/* no claim: the poller that would hold one is the caller */
 	if (WARN_ON_ONCE(ring->cons != ring->head) ||
 	    ring->prod - ring->cons + ring->resv + k > kevd_ring_size(ring)) {
 		ret = -ENOSPC;
 		goto out;
 	}
 	head = ring->head - k;
-	for (j = 0; j < k; j++) {
-		slot = &ring->slots[(head + j) & ring->mask];
-		if (wcs)
-			kevd_wc_to_event(&wcs[j], slot);
-		else
-			*slot = evs[j];
-		slot->evd = evd;
-	}
-	if (wcs)	/* never queued before: posted now */
-		evd->pstats.posted[KEVD_STREAM_DTO] += k;
-	else		/* popped before: not delivered after all */
-		__kevd_ring_unaccount(evd, ring->slots, ring->mask, head, k);
+	for (j = 0; j < k; j++)
+		ring->slots[(head + j) & ring->mask] = evs[j];
+	if (fresh)
+		ring->pstats.posted[KEVD_STREAM_DTO] += k;
+	else
+		__kevd_ring_unaccount(ring, ring->slots, ring->mask, head, k);
 	ring->head = head;
 	/* producers read cons under prod_lock, which we hold */
 	WRITE_ONCE(ring->cons, head);
@@ -501,7 +504,7 @@ out:
 
 /**
  * kevd_ring_resize() - change the queue length, keeping every event.
- * @evd: the EVD.
+ * @ring: the ring.
  * @qlen: the new minimum queue length.
  *
  * Events keep their indices: slot i of the old array goes to slot i of
@@ -514,9 +517,8 @@ out:
  * Return: 0, -EINVAL for a bad @qlen, -ENOMEM, or -EBUSY when more events
  * are queued (or reserved) than @qlen.
  */
-int kevd_ring_resize(struct kevd *evd, u32 qlen)
+int kevd_ring_resize(struct kevd_ring *ring, u32 qlen)
 {
-	struct kevd_ring *ring = &evd->ring;
 	struct kevd_event *slots, *old;
 	unsigned long flags;
 	u32 size, i;
@@ -559,55 +561,50 @@ struct kevd_fenced {
 };
 
 /**
- * kevd_ring_fence() - hold a connection event behind the CQ's completions.
- * @evd: an EVD with a CQ.
- * @ev: the event.
+ * kevd_ring_fence() - hold an event back behind the CQ's completions.
+ * @ring: the ring of an EVD with a CQ.
+ * @ev: the event; ->evd names its EVD.
  *
- * The event waits on the ring's fenced list, not in the ring: the owning
- * poller queues it once it has drained the CQ (kevd_ring_unfence()), so
- * every completion that was in the CQ now is queued before it. The fenced
- * events and the queued ones together never exceed the ring with its
- * headroom; beyond that, or without memory, the event is dropped and
- * counted as kevd_ring_post() counts a drop (the caller raises the
- * overflow).
+ * The event waits on the ring's fenced list, not in the ring, until the
+ * owning poller has drained the CQ (kevd_ring_unfence()): every
+ * completion that was in the CQ now is queued before it. The caller
+ * schedules that pass. The fenced events and the queued ones together
+ * never exceed the ring with its headroom; beyond that, or without
+ * memory, the event is dropped and counted as kevd_ring_post() counts a
+ * drop (the caller raises the overflow).
  *
  * Context: any, hard IRQ included; takes ring->prod_lock.
  * Return: 0, -ENOSPC when it was dropped for room, -ENOMEM for memory.
  */
-int kevd_ring_fence(struct kevd *evd, const struct kevd_event *ev)
+int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev)
 {
 	struct kevd_fenced *f = kmalloc(sizeof(*f), GFP_ATOMIC);
-	struct kevd_ring *ring = &evd->ring;
 	unsigned long flags;
 	int ret = 0;
 
 	spin_lock_irqsave(&ring->prod_lock, flags);
 	if (!f || __kevd_ring_free(ring, true) <= ring->nfenced) {
 		ret = f ? -ENOSPC : -ENOMEM;
-		evd->pstats.drops++;
-		evd->pstats.overflows++;
+		ring->pstats.drops++;
+		ring->pstats.overflows++;
 	} else {
 		f->ev = *ev;
-		f->ev.evd = evd;
 		list_add_tail(&f->node, &ring->fenced);
 		WRITE_ONCE(ring->nfenced, ring->nfenced + 1);
 		f = NULL;
 	}
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
 	kfree(f);
-	if (!ret)
-		kevd_schedule(evd);
 	return ret;
 }
 
 /*
  * Take the fenced events off the list: all of them, or (@room) as many as
- * the ring has room for, which are queued. prod_lock held.
+ * the ring has room for, which are queued. Caller holds prod_lock.
  */
-static u32 __kevd_ring_take_fenced(struct kevd *evd, struct list_head *out,
-				   bool room)
+static u32 __kevd_ring_take_fenced(struct kevd_ring *ring,
+				   struct list_head *out, bool room)
 {
-	struct kevd_ring *ring = &evd->ring;
 	struct kevd_fenced *f, *tmp;
 	u32 n = 0;
 
@@ -616,9 +613,9 @@ static u32 __kevd_ring_take_fenced(struct kevd *evd, struct list_head *out,
 		if (room) {
 			if (!__kevd_ring_free(ring, true))
 				break;
-			__kevd_ring_push(evd, &f->ev);
+			__kevd_ring_push(ring, &f->ev);
 		}
-		evd->pstats.posted[KEVD_STREAM_CONNECTION]++;
+		ring->pstats.posted[KEVD_STREAM_CONNECTION]++;
 		list_move_tail(&f->node, out);
 		n++;
 	}
@@ -636,46 +633,45 @@ static void kevd_fenced_free(struct list_head *list)
 
 /**
  * kevd_ring_unfence() - queue the fenced events: the CQ has been drained.
- * @evd: the EVD; the caller owns it and has just found its CQ empty.
+ * @ring: the ring; its EVD's CQ was just found empty (kevd_cq_unfence()).
+ * @queued: set to the number of events queued (the caller wakes and
+ *	schedules for them).
  *
- * Context: the owning poller; takes ring->prod_lock.
+ * Context: any; takes ring->prod_lock.
  * Return: the number of fenced events left for want of room.
  */
-u32 kevd_ring_unfence(struct kevd *evd)
+u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued)
 {
-	struct kevd_ring *ring = &evd->ring;
 	unsigned long flags;
 	LIST_HEAD(done);
-	u32 n, left;
+	u32 left;
 
 	spin_lock_irqsave(&ring->prod_lock, flags);
-	n = __kevd_ring_take_fenced(evd, &done, true);
+	*queued = __kevd_ring_take_fenced(ring, &done, true);
 	left = ring->nfenced;
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
 	kevd_fenced_free(&done);
-	if (n)
-		kevd_producer_done(evd);
 	return left;
 }
 
 /**
  * kevd_ring_drop_fenced() - discard the fenced events of a dead EVD.
- * @evd: the EVD; nothing produces any more.
+ * @ring: the ring; nothing produces any more.
  *
  * They count as posted, so that kevd_free() counts them as discarded.
  *
  * Context: process context; takes ring->prod_lock.
  * Return: how many there were.
  */
-u32 kevd_ring_drop_fenced(struct kevd *evd)
+u32 kevd_ring_drop_fenced(struct kevd_ring *ring)
 {
 	unsigned long flags;
 	LIST_HEAD(done);
 	u32 n;
 
-	spin_lock_irqsave(&evd->ring.prod_lock, flags);
-	n = __kevd_ring_take_fenced(evd, &done, false);
-	spin_unlock_irqrestore(&evd->ring.prod_lock, flags);
+	spin_lock_irqsave(&ring->prod_lock, flags);
+	n = __kevd_ring_take_fenced(ring, &done, false);
+	spin_unlock_irqrestore(&ring->prod_lock, flags);
 	kevd_fenced_free(&done);
 	return n;
 }

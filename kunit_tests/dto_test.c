@@ -833,9 +833,9 @@ static void kevd_dto_mixed_streams(struct kunit *test)
 			(u64)nsw);
 	KUNIT_EXPECT_EQ(test, p.stats.upcalls, (u64)ndto + nsw);
 	kunit_info(test, "completions: %llu straight from the CQ, %llu through the ring",
-		   evd->postats.direct, evd->cstats.delivered[KEVD_STREAM_DTO]);
+		   evd->postats.direct, evd->ring.cstats.delivered[KEVD_STREAM_DTO]);
 	KUNIT_EXPECT_GT(test, evd->postats.direct, 0ULL);
-	KUNIT_EXPECT_GT(test, evd->cstats.delivered[KEVD_STREAM_DTO], 0ULL);
+	KUNIT_EXPECT_GT(test, evd->ring.cstats.delivered[KEVD_STREAM_DTO], 0ULL);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 	fake_hca_destroy(hca);
 }

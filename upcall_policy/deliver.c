@@ -42,7 +42,7 @@
  */
 #include "kevd_internal.h"
 
-/* Under evd->lock: may a batch run now? Counts it if so. */
+/* May a batch run now? Counts it if so. Takes evd->lock. */
 static bool kevd_deliver_begin(struct kevd *evd, int *policy,
 			       struct kevd_upcall *upcall, u32 *gen)
 {
@@ -112,13 +112,16 @@ static void kevd_deliver_end(struct kevd *evd, int policy)
 		kevd_schedule(evd);
 }
 
-/* Push events back to the head of @evd, making room if it has none. */
+/*
+ * Push events back to the head of @evd, making room if it has none.
+ * @fresh: they never were in the ring (kevd_ring_push_front()).
+ */
 static void kevd_push_front(struct kevd *evd, const struct kevd_event *evs,
-			    const struct ib_wc *wcs, u32 k)
+			    u32 k, bool fresh)
 {
 	u32 qlen;
 
-	while (kevd_ring_push_front(evd, evs, wcs, k)) {
+	while (kevd_ring_push_front(&evd->ring, evs, k, fresh)) {
 		/*
 		 * Producers filled the ring during the batch: grow it rather
 		 * than lose or deliver events taken from the consumer. They
@@ -128,8 +131,32 @@ static void kevd_push_front(struct kevd *evd, const struct kevd_event *evs,
 		 */
 		qlen = min(kevd_ring_qlen(&evd->ring) + evd->ring.headroom + k,
 			   (u32)KEVD_MAX_QLEN);
-		if (kevd_ring_resize(evd, qlen))
+		if (kevd_ring_resize(&evd->ring, qlen))
 			cond_resched();
+	}
+}
+
+/* Polled completions the ring never saw, converted a few at a time. */
+#define KEVD_CONVERT_CHUNK	4
+
+/*
+ * Push polled completions back to the head of @evd, in order: the last
+ * chunk first, each earlier one ahead of it.
+ */
+static void kevd_push_front_wcs(struct kevd *evd, const struct ib_wc *wcs,
+				u32 k)
+{
+	struct kevd_event evs[KEVD_CONVERT_CHUNK];
+	u32 end = k, n, i;
+
+	while (end) {
+		n = min_t(u32, end, KEVD_CONVERT_CHUNK);
+		end -= n;
+		for (i = 0; i < n; i++) {
+			kevd_wc_to_event(&wcs[end + i], &evs[i]);
+			evs[i].evd = evd;
+		}
+		kevd_push_front(evd, evs, n, true);
 	}
 }
 
@@ -153,16 +180,25 @@ void kevd_batch_return(struct kevd_batch *b, u32 from)
 	if (!k)
 		return;
 	if (b->claim)
-		kevd_ring_unclaim(evd, b->claim, from);
+		kevd_ring_unclaim(&evd->ring, b->claim, from);
 	else if (b->wcs)
-		kevd_push_front(evd, NULL, b->wcs + from, k);
+		kevd_push_front_wcs(evd, b->wcs + from, k);
 	else
-		kevd_push_front(evd, b->evs + from, NULL, k);
+		kevd_push_front(evd, b->evs + from, k, false);
 	b->n = from;
 	kevd_wake_waiter(evd);
 }
 
 enum kevd_batch_kind { KEVD_BATCH_CLAIM, KEVD_BATCH_WCS, KEVD_BATCH_EVS };
+
+/*
+ * The upcall's more_events: another event follows in the batch, or the
+ * ring holds events now.
+ */
+static bool kevd_batch_more(const struct kevd_batch *b, u32 i)
+{
+	return i + 1 < b->n || kevd_ring_count(&b->evd->ring);
+}
 
 /*
  * The invocations of a batch, specialised per kind (no branch per event):
@@ -199,8 +235,7 @@ static __always_inline void kevd_batch_loop(struct kevd_batch *b,
 		} else {
 			ev = &slots[(first + i) & mask];
 		}
-		upcall->func(upcall->ctx, ev,
-			     i + 1 < b->n || kevd_ring_count(&evd->ring));
+		upcall->func(upcall->ctx, ev, kevd_batch_more(b, i));
 	}
 }
 
@@ -231,18 +266,19 @@ static u32 kevd_deliver_in_place(struct kevd *evd, struct kevd_poller *p,
 	struct kevd_batch b = { .evd = evd, .gen = gen, .claim = &c };
 	u32 n;
 
-	if (!kevd_ring_claim(evd, max, &c))
+	kevd_assert_owner(evd);	/* the ring's one claimer */
+	if (!kevd_ring_claim(&evd->ring, max, &c))
 		return 0;
 	b.n = c.n;
 	n = kevd_batch_run(p, &b, upcall);
 	evd->postats.upcalls += n;
-	kevd_ring_release(evd);
+	kevd_ring_release(&evd->ring);
 	return n;
 }
 
 /*
- * Under evd->lock: may completions skip the ring? SINGLE_INSTANCE, the
- * INVOC_NEW gate open, nothing queued. Opens the session if so.
+ * May completions skip the ring? SINGLE_INSTANCE, the INVOC_NEW gate
+ * open, nothing queued. Opens the session if so. Takes evd->lock.
  */
 static bool kevd_direct_begin(struct kevd *evd, struct kevd_direct *d)
 {
@@ -282,6 +318,7 @@ static bool kevd_direct_continue(struct kevd *evd, struct kevd_direct *d)
  */
 void kevd_direct_end(struct kevd *evd, struct kevd_direct *d)
 {
+	kevd_assert_owner(evd);
 	if (!d->open)
 		return;
 	d->open = false;
@@ -320,6 +357,7 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 	u32 done;
 	int n;
 
+	kevd_assert_owner(evd);
 	if (d->open) {
 		if (!kevd_direct_continue(evd, d))
 			return -EAGAIN;
@@ -382,6 +420,7 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 	int policy;
 	u32 n;
 
+	kevd_assert_owner(evd);
 	if (!kevd_deliver_begin(evd, &policy, &upcall, &b.gen))
 		return 0;
 
@@ -404,8 +443,7 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 		return n;
 	}
 
-	n = kevd_ring_pop(evd, evs, min_t(u32, budget, KEVD_MANY_BATCH),
-			  false);
+	n = kevd_ring_pop(&evd->ring, evs, min_t(u32, budget, KEVD_MANY_BATCH));
 	if (!n) {
 		kevd_deliver_end(evd, policy);
 		return 0;

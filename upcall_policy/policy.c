@@ -2,13 +2,10 @@
 /*
  * The upcall policy state machine: kevd_modify_upcall().
  *
- * Every change happens under evd->lock taken with spin_lock_irqsave: the
- * completion handler reads the EVD's state under it in hard-IRQ context,
- * and the poller snapshots policy, upcall object and flag under it before
- * a batch. The count of upcall batches in progress is raised under it
- * (so a TEARDOWN that set the policy sees every batch that began) and
- * dropped without it; TEARDOWN and kevd_free() sleep on evd->wq until it
- * is zero.
+ * Every change happens under evd->lock (the rules: kevd_internal.h). The
+ * count of upcall batches in progress is raised under it (so a TEARDOWN
+ * that set the policy sees every batch that began) and dropped without
+ * it; TEARDOWN and kevd_free() sleep on evd->wq until it is zero.
  *
  *   DISABLE <-> SINGLE_INSTANCE <-> NOTIFY <-> MANY  (any to any)
  *   any -> TEARDOWN: returns after the last upcall in progress returned.
@@ -21,9 +18,9 @@
 #include "kevd_internal.h"
 
 /*
- * Under evd->lock: @others batches run besides the caller's own; until
- * they end, nothing begins and consumers' dequeues wait for what they
- * give back (kevd_batches_held()).
+ * @others batches run besides the caller's own; until they end, nothing
+ * begins and consumers' dequeues wait for what they give back
+ * (kevd_batches_held()). Caller holds evd->lock.
  */
 static void kevd_hold_batches(struct kevd *evd, int others)
 {
@@ -31,13 +28,7 @@ static void kevd_hold_batches(struct kevd *evd, int others)
 	WRITE_ONCE(evd->held, others > 0);
 }
 
-static bool kevd_policy_valid(int policy)
-{
-	return policy == KEVD_UPCALL_TEARDOWN ||
-	       policy == KEVD_UPCALL_DISABLE || kevd_upcalls_enabled(policy);
-}
-
-/* Under evd->lock: set the INVOC_NEW gate or let INVOC_ANY through. */
+/* Set the INVOC_NEW gate or let INVOC_ANY through. Caller holds evd->lock. */
 static void kevd_set_gate(struct kevd *evd, int flag)
 {
 	u32 prod = READ_ONCE(evd->ring.prod);
@@ -81,9 +72,8 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 	bool inside;
 	int ret = 0;
 
-	if (!evd || !kevd_policy_valid(policy) ||
-	    (flag != KEVD_UPCALL_INVOC_NEW && flag != KEVD_UPCALL_INVOC_ANY) ||
-	    (upcall && !upcall->func))
+	if (!evd || !kevd_policy_valid(policy, true) ||
+	    !kevd_upcall_flag_valid(flag) || (upcall && !upcall->func))
 		return -EINVAL;
 	inside = kevd_current_in_upcall(evd);
 	if (policy == KEVD_UPCALL_TEARDOWN) {

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * A pass: the EVD's poll method, which the poller that owns the EVD calls
+ * (evd/poller.c schedules; this decides what a pass does). Within the
+ * budget it moves completions out of the CQ (straight to the upcall, or
+ * into the ring), queues fenced connection events once the CQ is empty,
+ * and delivers upcalls as the policy says; when the EVD goes idle it arms
+ * the CQ with the extended notify (dto/arm.c).
+ *
+ * Context: the owning poller thread only (kevd_assert_owner()); upcalls
+ * run from here and may sleep. No lock is held across a pass.
+ */
+#include "kevd_internal.h"
+
+/*
+ * defer_arm (as NAPI's napi_defer_hard_irqs): an EVD whose pass found
+ * work stays queued, and is armed only after that many passes without
+ * any. Under a trickle spread over many EVDs, polls then replace
+ * notifications; an idle EVD costs that many empty polls, then sleeps
+ * armed as usual. The EVD stays owned throughout, so nothing is missed.
+ */
+static bool kevd_pass_defer_arm(struct kevd *evd, u32 work)
+{
+	u32 defer = READ_ONCE(kevd_param_defer_arm);
+
+	kevd_assert_owner(evd);
+	if (!defer || !evd->cq)
+		return false;
+	if (work) {
+		evd->empty_passes = 0;
+		return true;
+	}
+	if (evd->empty_passes < defer) {
+		evd->empty_passes++;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Move completions and deliver, within @budget. Returns the work done,
+ * or U32_MAX when the EVD was handed to another poller (MANY).
+ */
+static u32 kevd_pass_work(struct kevd_poller *p, struct kevd *evd,
+			  struct kevd_scratch *s, struct kevd_direct *d,
+			  u32 budget, u32 *drained)
+{
+	u32 work = 0, got, done, want;
+	bool handed_off = false;
+	int direct;
+
+	if (unlikely(READ_ONCE(evd->ring.nfenced))) {
+		work = kevd_cq_unfence(evd, s->wcs, budget);
+		*drained = work;
+	}
+	while (work < budget) {
+		got = 0;
+		if (evd->cq) {
+			want = min(budget - work, (u32)KEVD_BATCH);
+			direct = kevd_deliver_direct(evd, p, d, s->wcs, want);
+			if (direct >= 0) {
+				/* the ring was empty: so was the CQ, or go on */
+				*drained += direct;
+				work += direct;
+				if (!direct)
+					break;
+				continue;
+			}
+			/* No session across a MANY hand-off. */
+			kevd_direct_end(evd, d);
+			got = kevd_cq_drain(evd, s->wcs, want);
+		}
+		*drained += got;
+		done = kevd_deliver(evd, p, s->evs, budget - work, &handed_off);
+		if (handed_off)
+			return U32_MAX;
+		if (!got && !done)
+			break;
+		work += got + done;
+	}
+	return work;
+}
+
+/**
+ * kevd_pass() - one pass over an EVD: the poll method of the pollers.
+ * @p: the poller; it owns @evd.
+ * @evd: the EVD.
+ * @s: the poller's buffers.
+ *
+ * Context: the owning poller thread; calls upcalls, which may sleep.
+ * Return: %KEVD_PASS_IDLE when the EVD is armed (or needs nothing),
+ * %KEVD_PASS_AGAIN when it needs another pass (budget used, arm deferred,
+ * or the arm check found a completion), %KEVD_PASS_GONE when it was
+ * handed to another poller.
+ */
+enum kevd_pass_ret kevd_pass(struct kevd_poller *p, struct kevd *evd,
+			     struct kevd_scratch *s)
+{
+	u32 budget = READ_ONCE(kevd_param_budget), drained = 0, work;
+	struct kevd_direct d = { };
+	bool notified, again;
+
+	kevd_assert_owner(evd);
+	notified = test_and_clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
+	work = kevd_pass_work(p, evd, s, &d, budget, &drained);
+	if (work == U32_MAX)
+		return KEVD_PASS_GONE;
+	if (notified && !drained)
+		evd->postats.empty_notifications++;
+	again = work >= budget || kevd_pass_defer_arm(evd, work) ||
+		kevd_cq_arm_check(evd, s->wcs);
+	kevd_direct_end(evd, &d);
+	return again ? KEVD_PASS_AGAIN : KEVD_PASS_IDLE;
+}
