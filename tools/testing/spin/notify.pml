@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
 /*
  * kevd's extended notify (arm, check, re-arm) with the NAPI-style
- * SCHED/MISSED ownership of upcall_policy/notify.c and evd/poller.c.
+ * SCHED/MISSED ownership of dto/arm.c and evd/poller.c.
  *
  * Processes: the HCA adds N completions (and may fire one spurious
  * notification); the completion handler schedules the EVD; the poller
