@@ -18,7 +18,7 @@ TIMESTAMP = re.compile(r'^\[\s*\d+\.\d+\]\s?')
 RESULT = re.compile(r'^(\s*)(ok|not ok) (\d+) ?(.*)$')
 SUBTEST = re.compile(r'^(\s*)# Subtest: (\S+)')
 PLAN = re.compile(r'^(\s*)1\.\.(\d+)\s*$')
-# guest-init.sh runs some suites again under other module parameters; it
+# guest/kunit.sh runs some suites again under other module parameters; it
 # names the pass, and the suites of that pass count as <suite>@<pass>.
 PASS = re.compile(r'KEVD-HARNESS: pass ?(\S*)')
 
