@@ -18,7 +18,7 @@ TIMESTAMP = re.compile(r'^\[\s*\d+\.\d+\]\s?')
 RESULT = re.compile(r'^(\s*)(ok|not ok) (\d+) ?(.*)$')
 SUBTEST = re.compile(r'^(\s*)# Subtest: (\S+)')
 PLAN = re.compile(r'^(\s*)1\.\.(\d+)\s*$')
-# guest-init.sh runs some suites again under other module parameters; it
+# guest/kunit.sh runs some suites again under other module parameters; it
 # names the pass, and the suites of that pass count as <suite>@<pass>.
 PASS = re.compile(r'KEVD-HARNESS: pass ?(\S*)')
 
@@ -99,7 +99,8 @@ def parse(args):
         write(args.out, out)
         return 1 if any(r[3] == 'fail' for r in out) else 0
 
-    seen = set()
+    seen = []
+    closed = set()
     suite = None
     suite_tests = collections.Counter()
     planned = {}
@@ -112,7 +113,8 @@ def parse(args):
         m = SUBTEST.match(l)
         if m and len(m.group(1)) == 4:
             suite = m.group(2) + suffix
-            seen.add(suite)
+            if suite not in seen:
+                seen.append(suite)
             continue
         m = PLAN.match(l)
         if m and suite is not None and len(m.group(1)) == 4:
@@ -134,6 +136,7 @@ def parse(args):
             if status == 'fail' and not any(
                     r[1] == suite and r[3] == 'fail' for r in out):
                 rec(suite, '(suite)', 'fail')
+            closed.add(suite)
             suite = None
 
     for s in [s for s in args.expect.split(',') if s]:
@@ -148,6 +151,11 @@ def parse(args):
             print(f'[{t}] suite {s} planned {planned[s]} tests, '
                   f'ran {suite_tests[s]}', file=sys.stderr)
             rec(s, f'(planned {planned[s]}, ran {suite_tests[s]})', 'fail')
+        elif s not in closed:
+            # all its tests ran, then the kernel died before the suite's
+            # own result line: the suite did not finish
+            print(f'[{t}] suite {s} has no result line', file=sys.stderr)
+            rec(s, '(suite finished)', 'fail')
     write(args.out, out)
     return 0
 

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+"""Fixture tests of tools/testing/parse_console.py.
+
+  test_parse_console.py            run every fixture; exit 1 on a mismatch
+  test_parse_console.py --update   rewrite the rc:, summary: and result rows
+                                   of every .expected file from what the
+                                   parser prints now (then read the diff)
+
+fixtures/NAME.log is a console, trimmed from a real run of a test kernel
+(and for the failures, edited as the failure would print it).
+fixtures/NAME.expected holds, after "#" lines saying what it checks:
+  # args: ARGS        parse_console.py's arguments but --console and --out
+  # rc: N             its exit status
+  # summary: LINE     the last line of --summary over its rows
+and then, one a line, every row it must write (target, suite, test,
+status, tab-separated), in order.
+
+fixtures/reports/KIND.txt is one sanitizer or kernel report. Each is put
+into fixtures/uml_clean.log in the middle of a suite; the rows must be the
+clean run's with only kevd_console's report check failing, the report's
+first line must be named on stderr, and --sanitizers-only must fail.
+
+parse_console.py is run as kevd-test runs it, in a subprocess.
+"""
+import difflib
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, 'fixtures')
+PARSER = os.path.join(HERE, '..', 'parse_console.py')
+# where the reports go into uml_clean.log: inside kevd_api, between tests
+REPORT_AFTER = '    ok 2 kevd_api_create_query'
+REPORT_ROW = ('kevd_console', 'no_bug_warning_lockdep_kasan_kcsan_oops')
+
+
+def run(*args):
+    p = subprocess.run([sys.executable, PARSER, *args],
+                       capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def parse(console, args):
+    """parse_console.py on CONSOLE: (rc, rows, stderr, summary line)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, 'results.tsv')
+        open(out, 'w').close()
+        rc, _, err = run('--console', console, '--out', out, *args)
+        with open(out) as f:
+            rows = [l.rstrip('\n') for l in f if l.strip()]
+        src, sout, _ = run('--summary', out)
+        lines = sout.strip().splitlines()
+        summary = (lines[-1] if lines else '') + f' (exit {src})'
+    return rc, rows, err, summary
+
+
+def read_expected(path):
+    head, rows = [], []
+    with open(path) as f:
+        for l in f:
+            l = l.rstrip('\n')
+            if l.startswith('#'):
+                head.append(l)
+            elif l.strip():
+                rows.append(l)
+    meta = {}
+    for l in head:
+        key, _, val = l[1:].strip().partition(':')
+        if key in ('args', 'rc', 'summary'):
+            meta[key] = val.strip()
+    return head, meta, rows
+
+
+def check(name, want, got):
+    """Compare two lists of lines; print a diff, return True if equal."""
+    if want == got:
+        return True
+    print(f'# {name}: mismatch (- expected, + parse_console.py)')
+    for l in difflib.unified_diff(want, got, lineterm='', n=1):
+        if not l.startswith(('---', '+++')):
+            print(f'#   {l}')
+    return False
+
+
+def fixture_test(name, update):
+    log = os.path.join(FIXTURES, name + '.log')
+    exp = os.path.join(FIXTURES, name + '.expected')
+    head, meta, want = read_expected(exp)
+    rc, rows, err, summary = parse(log, meta['args'].split())
+    if update:
+        with open(exp, 'w') as f:
+            for l in head:
+                key = l[1:].strip().partition(':')[0]
+                if key == 'rc':
+                    l = f'# rc: {rc}'
+                elif key == 'summary':
+                    l = f'# summary: {summary}'
+                f.write(l + '\n')
+            for r in rows:
+                f.write(r + '\n')
+        return True
+    want_all = [f'rc: {meta["rc"]}', f'summary: {meta["summary"]}'] + want
+    got_all = [f'rc: {rc}', f'summary: {summary}'] + rows
+    ok = check(name, want_all, got_all)
+    if not ok:
+        for l in err.splitlines()[:10]:
+            print(f'#   stderr: {l}')
+    return ok
+
+
+def report_test(kind, clean_meta, clean_rows):
+    with open(os.path.join(FIXTURES, 'reports', kind + '.txt')) as f:
+        report = f.read().splitlines()
+    with open(os.path.join(FIXTURES, 'uml_clean.log')) as f:
+        base = f.read().splitlines()
+    at = base.index(REPORT_AFTER) + 1
+    console = base[:at] + report + base[at:]
+    # the report's headline: its first line of text (no timestamp, no
+    # ==== or ---[ cut here ]--- rule)
+    text = [l.split('] ', 1)[1] if l.startswith('[ ') else l
+            for l in report]
+    headline = next(l for l in text if l.strip() and 'cut here' not in l
+                    and not set(l.strip()) <= set('=-'))
+    want = []
+    for r in clean_rows:
+        f = r.split('\t')
+        if tuple(f[1:3]) == REPORT_ROW:
+            f[3] = 'fail'
+        want.append('\t'.join(f))
+    with tempfile.NamedTemporaryFile('w', suffix='.log') as tmp:
+        tmp.write('\n'.join(console) + '\n')
+        tmp.flush()
+        rc, rows, err, _ = parse(tmp.name, clean_meta['args'].split())
+        src, _, _ = run('--console', tmp.name, '--target', 'uml',
+                        '--sanitizers-only', '--out', os.devnull)
+    ok = check(f'report {kind}', want, rows)
+    if f'console: {headline}' not in err:
+        print(f'# report {kind}: stderr does not name "{headline}"')
+        ok = False
+    if src != 1:
+        print(f'# report {kind}: --sanitizers-only exited {src}, not 1')
+        ok = False
+    return ok
+
+
+def main():
+    update = '--update' in sys.argv[1:]
+    names = sorted(f[:-len('.expected')] for f in os.listdir(FIXTURES)
+                   if f.endswith('.expected'))
+    kinds = sorted(f[:-len('.txt')]
+                   for f in os.listdir(os.path.join(FIXTURES, 'reports'))
+                   if f.endswith('.txt'))
+    tests = [(n, lambda n=n: fixture_test(n, update)) for n in names]
+    if not update:
+        _, clean_meta, clean_rows = read_expected(
+            os.path.join(FIXTURES, 'uml_clean.expected'))
+        tests += [(f'report_{k}',
+                   lambda k=k: report_test(k, clean_meta, clean_rows))
+                  for k in kinds]
+        # the clean consoles must pass --sanitizers-only (kevd-test run)
+        for n in ('uml_clean', 'smp_noise'):
+            tests.append((f'sanitizers_only_{n}', lambda n=n: run(
+                '--console', os.path.join(FIXTURES, n + '.log'),
+                '--target', 'uml', '--sanitizers-only',
+                '--out', os.devnull)[0] == 0))
+    print('KTAP version 1')
+    print(f'1..{len(tests)}')
+    failed = 0
+    for i, (name, fn) in enumerate(tests, 1):
+        if fn():
+            print(f'ok {i} {name}')
+        else:
+            print(f'not ok {i} {name}')
+            failed += 1
+    print(f'# parse_console.py fixtures: {len(tests) - failed} passed, '
+          f'{failed} failed')
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
