@@ -377,6 +377,24 @@ void kevd_cm_unhold(struct kevd *evd)
 	atomic_dec(&evd->cm_users);
 }
 
+/*
+ * Take up to @max events, oldest first. Under cons_lock: a batch that a
+ * policy change stopped gives its events back under it too.
+ */
+static u32 kevd_take(struct kevd *evd, struct kevd_event *evs, u32 max)
+{
+	unsigned long flags;
+	u32 n = 0;
+
+	spin_lock_irqsave(&evd->ring.cons_lock, flags);
+	if (!kevd_batches_held(evd))
+		n = __kevd_ring_pop(&evd->ring, evs, max);
+	spin_unlock_irqrestore(&evd->ring.cons_lock, flags);
+	if (n)
+		kevd_consumer_done(evd);
+	return n;
+}
+
 /**
  * kevd_dequeue() - take the oldest event.
  * @evd: the EVD.
@@ -391,22 +409,37 @@ void kevd_cm_unhold(struct kevd *evd)
  */
 int kevd_dequeue(struct kevd *evd, struct kevd_event *ev)
 {
-	unsigned long flags;
-	u32 n = 0;
-
 	if (!evd || !ev)
 		return -EINVAL;
-	/* under cons_lock: a stopped batch gives back under it too */
-	spin_lock_irqsave(&evd->ring.cons_lock, flags);
-	if (!kevd_batches_held(evd))
-		n = __kevd_ring_pop(&evd->ring, ev, 1);
-	spin_unlock_irqrestore(&evd->ring.cons_lock, flags);
-	if (!n)
-		return -EAGAIN;
-	kevd_consumer_done(evd);
-	return 0;
+	return kevd_take(evd, ev, 1) ? 0 : -EAGAIN;
 }
 EXPORT_SYMBOL_GPL(kevd_dequeue);
+
+/**
+ * kevd_dequeue_batch() - take up to @n of the oldest events in one call.
+ * @evd: the EVD.
+ * @evs: room for @n events; filled oldest first.
+ * @n: at most this many, at least 1.
+ *
+ * What @n calls of kevd_dequeue() would return, with one lock round-trip
+ * (an extension beyond DAT, as ib_poll_cq() takes many completions at
+ * once): the same order, the same rule for events a stopped batch gives
+ * back.
+ *
+ * Context: any.
+ * Return: the number of events taken, 1 .. @n; -EAGAIN when the EVD is
+ * empty; -EINVAL for NULL arguments or @n of 0.
+ */
+int kevd_dequeue_batch(struct kevd *evd, struct kevd_event *evs, u32 n)
+{
+	u32 got;
+
+	if (!evd || !evs || !n)
+		return -EINVAL;
+	got = kevd_take(evd, evs, min_t(u32, n, INT_MAX));
+	return got ? got : -EAGAIN;
+}
+EXPORT_SYMBOL_GPL(kevd_dequeue_batch);
 
 /**
  * kevd_post_se() - post a software event.
@@ -717,28 +750,33 @@ static void kevd_wait_end(struct kevd *evd)
 }
 
 /**
- * kevd_wait() - wait for events, then take one (the uDAPL call).
+ * kevd_wait_batch() - wait for events, then take up to @n at once.
  * @evd: the EVD; upcalls must be disabled.
  * @timeout_us: microseconds, or %KEVD_TIMEOUT_INFINITE; 0 polls.
  * @threshold: wait until this many events are queued, 1 .. queue length.
- * @ev: the event taken.
- * @nmore: events still queued after it.
+ * @evs: room for @n events; filled oldest first.
+ * @n: at most this many, at least 1 (it may be below @threshold).
+ * @nmore: events still queued after them.
  *
- * The remaining timeout shrinks across wake-ups. Every exit path leaves
- * the EVD un-waited.
+ * kevd_wait() that returns what has gathered, not one event: with
+ * @threshold 1 and @n large, one wake-up takes a whole burst (an
+ * extension beyond DAT, as io_uring's wait for many completions). The
+ * remaining timeout shrinks across wake-ups; every exit path leaves the
+ * EVD un-waited.
  *
  * Context: process context; sleeps.
- * Return: 0 with an event, -ETIMEDOUT, -ERESTARTSYS on a signal, -EBUSY
- * if another thread waits, -EINVAL for bad arguments or enabled upcalls,
- * -ECANCELED when the EVD is or becomes unwaitable.
+ * Return: the number of events taken, 1 .. @n; -ETIMEDOUT, -ERESTARTSYS
+ * on a signal, -EBUSY if another thread waits, -EINVAL for bad arguments
+ * or enabled upcalls, -ECANCELED when the EVD is or becomes unwaitable.
  */
-int kevd_wait(struct kevd *evd, u32 timeout_us, u32 threshold,
-	      struct kevd_event *ev, u32 *nmore)
+int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
+		    struct kevd_event *evs, u32 n, u32 *nmore)
 {
 	long left;
 	int ret;
+	u32 got;
 
-	if (!evd || !ev || !nmore || !threshold)
+	if (!evd || !evs || !nmore || !threshold || !n)
 		return -EINVAL;
 	might_sleep();
 	ret = kevd_wait_begin(evd, threshold);
@@ -762,18 +800,45 @@ int kevd_wait(struct kevd *evd, u32 timeout_us, u32 threshold,
 			}
 			continue;
 		}
-		ret = 0;
 		if (READ_ONCE(evd->state) & KEVD_STATE_UNWAITABLE) {
 			ret = -ECANCELED;
 			break;
 		}
-		/* Another consumer may have taken it: wait on. */
-		if (!kevd_dequeue(evd, ev))
+		/* Another consumer may have taken them: wait on. */
+		got = kevd_take(evd, evs, min_t(u32, n, INT_MAX));
+		if (got) {
+			ret = got;
 			break;
+		}
 	}
 	kevd_wait_end(evd);
 	*nmore = kevd_ring_count(&evd->ring);
 	return ret;
+}
+EXPORT_SYMBOL_GPL(kevd_wait_batch);
+
+/**
+ * kevd_wait() - wait for events, then take one (the uDAPL call).
+ * @evd: the EVD; upcalls must be disabled.
+ * @timeout_us: microseconds, or %KEVD_TIMEOUT_INFINITE; 0 polls.
+ * @threshold: wait until this many events are queued, 1 .. queue length.
+ * @ev: the event taken.
+ * @nmore: events still queued after it.
+ *
+ * The remaining timeout shrinks across wake-ups. Every exit path leaves
+ * the EVD un-waited.
+ *
+ * Context: process context; sleeps.
+ * Return: 0 with an event, -ETIMEDOUT, -ERESTARTSYS on a signal, -EBUSY
+ * if another thread waits, -EINVAL for bad arguments or enabled upcalls,
+ * -ECANCELED when the EVD is or becomes unwaitable.
+ */
+int kevd_wait(struct kevd *evd, u32 timeout_us, u32 threshold,
+	      struct kevd_event *ev, u32 *nmore)
+{
+	int ret = kevd_wait_batch(evd, timeout_us, threshold, ev, 1, nmore);
+
+	return ret < 0 ? ret : 0;
 }
 EXPORT_SYMBOL_GPL(kevd_wait);
 

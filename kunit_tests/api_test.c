@@ -565,6 +565,154 @@ static void kevd_api_wait(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 }
 
+/* kevd_dequeue_batch(): order, exactly once, empty, errors, upcalls on. */
+static void kevd_api_dequeue_batch(struct kunit *test)
+{
+	struct kevd_upcall up = { kevd_rec_upcall, NULL };
+	struct kevd *evd = sw_evd(test, 16);
+	struct kevd_event *evs;
+	struct kevd_param p;
+	unsigned long i;
+	int n;
+
+	evs = kunit_kcalloc(test, 16, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, evs);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(NULL, evs, 1), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, NULL, 1), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs, 16), -EAGAIN);
+
+	for (i = 1; i <= 5; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs, 3), 3);
+	for (i = 0; i < 3; i++)
+		KUNIT_EXPECT_PTR_EQ(test, evs[i].software.pointer, ptr(i + 1));
+	/* asks for more than is queued: gets the rest, in order */
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs, 16), 2);
+	KUNIT_EXPECT_PTR_EQ(test, evs[0].software.pointer, ptr(4));
+	KUNIT_EXPECT_PTR_EQ(test, evs[1].software.pointer, ptr(5));
+	KUNIT_EXPECT_PTR_EQ(test, evs[1].evd, evd);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs, 16), -EAGAIN);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_SOFTWARE], 5ULL);
+	KUNIT_EXPECT_EQ(test, p.count, 0U);
+
+	/* NOTIFY: the doorbell's consumer takes the lot in one call */
+	up.ctx = kevd_rec_new(test);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_NOTIFY, &up,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+	for (i = 6; i <= 9; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	n = kevd_dequeue_batch(evd, evs, 16);
+	KUNIT_EXPECT_EQ(test, n, 4);
+	for (i = 0; i < 4 && i < n; i++)
+		KUNIT_EXPECT_PTR_EQ(test, evs[i].software.pointer, ptr(i + 6));
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+struct kevd_batch_waiter {
+	struct kevd *evd;
+	u32 threshold;
+	u32 n;
+	struct kevd_event evs[8];
+	u32 nmore;
+	int rc;
+	struct completion done;
+};
+
+static int kevd_batch_waiter_fn(void *data)
+{
+	struct kevd_batch_waiter *w = data;
+
+	w->rc = kevd_wait_batch(w->evd, KEVD_TIMEOUT_INFINITE, w->threshold,
+				w->evs, w->n, &w->nmore);
+	complete(&w->done);
+	return 0;
+}
+
+/* kevd_wait_batch(): thresholds, timeouts, many at once, upcalls on. */
+static void kevd_api_wait_batch(struct kunit *test)
+{
+	struct kevd_upcall up = { kevd_rec_upcall, NULL };
+	struct kevd *evd = sw_evd(test, 8);
+	struct kevd_batch_waiter *w;
+	struct task_struct *task;
+	struct kevd_event evs[4];
+	struct kevd_param p;
+	unsigned long i;
+	u32 nmore;
+
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, 1, evs, 0, &nmore),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, 0, evs, 4, &nmore),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, p.qlen + 1, evs, 4,
+					      &nmore), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, 1, NULL, 4, &nmore),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, 1, evs, 4, NULL),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, 1, evs, 4, &nmore),
+			-ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 2000, 1, evs, 4, &nmore),
+			-ETIMEDOUT);
+
+	/* below the threshold: times out, takes nothing */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(1)), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(2)), 0);
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, 3, evs, 4, &nmore),
+			-ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, nmore, 2U);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(3)), 0);
+	/* at the threshold: at most n, oldest first, the rest counted */
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, 3, evs, 2, &nmore), 2);
+	KUNIT_EXPECT_PTR_EQ(test, evs[0].software.pointer, ptr(1));
+	KUNIT_EXPECT_PTR_EQ(test, evs[1].software.pointer, ptr(2));
+	KUNIT_EXPECT_EQ(test, nmore, 1U);
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, 1, evs, 4, &nmore), 1);
+	KUNIT_EXPECT_PTR_EQ(test, evs[0].software.pointer, ptr(3));
+	KUNIT_EXPECT_EQ(test, nmore, 0U);
+
+	/* a sleeping waiter wakes at its threshold and takes the lot */
+	w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	w->evd = evd;
+	w->threshold = 4;
+	w->n = ARRAY_SIZE(w->evs);
+	init_completion(&w->done);
+	task = kthread_run(kevd_batch_waiter_fn, w, "kevd_test_wait");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	KUNIT_ASSERT_TRUE(test, kevd_wait_state(evd));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_SINGLE_INSTANCE,
+						 &up, 0), -EBUSY);
+	for (i = 10; i < 14; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, ptr(i)), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_EXPECT_EQ(test, w->rc, 4);
+	for (i = 0; i < 4; i++)
+		KUNIT_EXPECT_PTR_EQ(test, w->evs[i].software.pointer,
+				    ptr(i + 10));
+	KUNIT_EXPECT_EQ(test, w->nmore, 0U);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_SOFTWARE],
+			p.stats.posted[KEVD_STREAM_SOFTWARE]);
+	KUNIT_EXPECT_FALSE(test, p.state & KEVD_STATE_WAITED);
+
+	/* upcalls enabled: no wait */
+	up.ctx = kevd_rec_new(test);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_NOTIFY, &up,
+						 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, 1, evs, 4, &nmore),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
 static void kevd_api_overflow(struct kunit *test)
 {
 	struct kevd_event ev = { .event_number = KEVD_CONNECTION_EVENT_BROKEN };
@@ -650,6 +798,8 @@ static struct kunit_case kevd_api_cases[] = {
 	KUNIT_CASE(kevd_api_notify),
 	KUNIT_CASE(kevd_api_teardown_inside_upcall),
 	KUNIT_CASE(kevd_api_wait),
+	KUNIT_CASE(kevd_api_dequeue_batch),
+	KUNIT_CASE(kevd_api_wait_batch),
 	KUNIT_CASE(kevd_api_overflow),
 	KUNIT_CASE(kevd_api_total_stats),
 	{}

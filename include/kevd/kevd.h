@@ -447,11 +447,14 @@ int kevd_free(struct kevd *evd);
 int kevd_modify_upcall(struct kevd *evd, int policy,
 		       const struct kevd_upcall *upcall, int flag);
 int kevd_dequeue(struct kevd *evd, struct kevd_event *ev);
+int kevd_dequeue_batch(struct kevd *evd, struct kevd_event *evs, u32 n);
 int kevd_post_se(struct kevd *evd, void *pointer);
 int kevd_resize(struct kevd *evd, u32 qlen);
 int kevd_query(struct kevd *evd, struct kevd_param *param);
 int kevd_wait(struct kevd *evd, u32 timeout_us, u32 threshold,
 	      struct kevd_event *ev, u32 *nmore);
+int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
+		    struct kevd_event *evs, u32 n, u32 *nmore);
 int kevd_set_unwaitable(struct kevd *evd, bool unwaitable);
 int kevd_post_event(struct kevd *evd, const struct kevd_event *ev);
 void kevd_total_stats(struct kevd_stats *stats);
