@@ -122,13 +122,14 @@ ensure_ksrc() {
 	KSRC=$dir
 }
 
-# Targets: uml and smp (make check), uml-nodebug (the benchmark's CPU
-# cost reference: the UML kernel without its debug options).
+# Targets: uml and smp (make check), uml-nodebug and smp-nodebug (the
+# benchmark's references, one CPU and two: the test kernels without
+# their debug options).
 kernel_arch() {
 	case $1 in
 	uml|uml-nodebug) echo um ;;
-	smp) echo x86_64 ;;
-	*) die "unknown target '$1' (uml, smp or uml-nodebug)" ;;
+	smp|smp-nodebug) echo x86_64 ;;
+	*) die "unknown target '$1' (uml, smp, uml-nodebug or smp-nodebug)" ;;
 	esac
 }
 
@@ -138,6 +139,7 @@ kernel_frags() {
 	case $1 in
 	uml) echo "$c/common.config $c/uml.config" ;;
 	smp) echo "$c/common.config $c/smp.config" ;;
+	smp-nodebug) echo "$c/common.config $c/smp.config $c/nodebug.config $c/smp-nodebug.config" ;;
 	uml-nodebug) echo "$c/common.config $c/uml.config $c/nodebug.config" ;;
 	esac
 }
