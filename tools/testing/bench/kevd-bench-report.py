@@ -74,7 +74,7 @@ class Report:
         return self.cfg['kernel']
 
     def line(self, line):
-        line = line.rstrip('\n')
+        line = line.rstrip('\r\n')
         if not line.startswith(RAW):
             self.emit(line)
             return
