@@ -6,8 +6,14 @@
  * One PD and buffer; a run connects a loopback RC pair whose side 0 sends
  * to the mode's CQ. A work request is a signalled 8-byte RDMA WRITE from
  * side 0 into the buffer; wrs[] carries the sequence numbers of the
- * ib_core modes' work requests, one per send queue slot.
+ * ib_core modes' work requests, one per send queue slot. The WRITE's
+ * target is the buffer's second cache line, in an MR registered for
+ * remote writes (FRWR: IB_WR_REG_MR on side 1 of the first connected
+ * pair, its completion on the sink CQ); the MR belongs to the PD and
+ * stays valid for the pairs that follow.
  */
+#include <linux/delay.h>
+#include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include "bench.h"
 
@@ -21,8 +27,10 @@ struct bench_rdma {
 	struct ib_pd *pd;
 	u8 *buf;
 	u64 dma;
+	struct ib_mr *mr;	/* the buffer, for remote writes */
+	bool mr_valid;		/* registered (bench_rdma_reg_mr()) */
 	struct bench_wr *wrs;
-	struct ib_cq *sink;	/* side 1's CQ; nothing completes there */
+	struct ib_cq *sink;	/* side 1's CQ: only the REG_MR completes there */
 };
 
 static void bench_rdma_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -53,8 +61,8 @@ int bench_rdma_post(struct bench_run *r, u32 seq)
 			.sg_list = &sge,
 			.num_sge = 1,
 		},
-		.remote_addr = br->dma + L1_CACHE_BYTES,
-		.rkey = br->pd->unsafe_global_rkey,
+		.remote_addr = br->mr->iova + L1_CACHE_BYTES,
+		.rkey = br->mr->rkey,
 	};
 
 	if (r->ops->ib_cqe) {
@@ -67,6 +75,43 @@ int bench_rdma_post(struct bench_run *r, u32 seq)
 	if (r->lat)
 		r->ts[seq] = ktime_get_ns();
 	return ib_post_send(r->rc.qp[0], &wr.wr, NULL);
+}
+
+/*
+ * Register br->mr (mapped by bench_rdma_create()) through @qp, side 1 of
+ * a connected pair, whose CQ is the sink: post IB_WR_REG_MR and poll the
+ * sink for its completion.
+ */
+static int bench_rdma_reg_mr(struct bench_rdma *br, struct ib_qp *qp)
+{
+	struct ib_reg_wr wr = {
+		.wr = {
+			.opcode = IB_WR_REG_MR,
+			.send_flags = IB_SEND_SIGNALED,
+		},
+		.mr = br->mr,
+		.key = br->mr->rkey,
+		.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE,
+	};
+	struct ib_wc wc;
+	int i, ret;
+
+	ret = ib_post_send(qp, &wr.wr, NULL);
+	if (ret)
+		return ret;
+	for (i = 0; i < 5000; i++) {
+		if (ib_poll_cq(br->sink, 1, &wc) == 1) {
+			if (wc.status != IB_WC_SUCCESS) {
+				pr_err("kevd-bench: REG_MR on %s: status %d\n",
+				       bench_rdma_dev, wc.status);
+				return -EIO;
+			}
+			br->mr_valid = true;
+			return 0;
+		}
+		usleep_range(1000, 2000);
+	}
+	return -ETIMEDOUT;
 }
 
 /*
@@ -112,7 +157,10 @@ static int bench_rdma_one(const struct bench_ops *ops, u32 rate,
 		bench_stop_consumer(r);
 		goto out_rc;
 	}
-	ret = bench_go_one(r, s);
+	if (!br->mr_valid)
+		ret = bench_rdma_reg_mr(br, r->rc.qp[1]);
+	if (!ret)
+		ret = bench_go_one(r, s);
 	kevd_rc_disconnect(&r->rc);
 	ret = kevd_rc_wait_disconnected(&r->rc, 30 * HZ) ?: ret;
 out_rc:
@@ -176,6 +224,8 @@ void bench_rdma_destroy(void)
 	if (br->buf && br->dma)
 		ib_dma_unmap_single(br->dev, br->dma, PAGE_SIZE,
 				    DMA_BIDIRECTIONAL);
+	if (!IS_ERR_OR_NULL(br->mr))
+		ib_dereg_mr(br->mr);
 	kfree(br->buf);
 	kfree(br->wrs);
 	if (!IS_ERR_OR_NULL(br->pd))
@@ -184,6 +234,22 @@ void bench_rdma_destroy(void)
 		ib_device_put(br->dev);
 	kfree(br);
 	bs->rdma = NULL;
+}
+
+/* An MR of one page for the buffer: allocated and mapped, not yet valid. */
+static int bench_rdma_map_mr(struct bench_rdma *br)
+{
+	struct scatterlist sg;
+
+	br->mr = ib_alloc_mr(br->pd, IB_MR_TYPE_MEM_REG, 1);
+	if (IS_ERR(br->mr))
+		return PTR_ERR(br->mr);
+	sg_init_table(&sg, 1);
+	sg_dma_address(&sg) = br->dma;
+	sg_dma_len(&sg) = PAGE_SIZE;
+	if (ib_map_mr_sg(br->mr, &sg, 1, NULL, PAGE_SIZE) != 1)
+		return -EIO;
+	return 0;
 }
 
 int bench_rdma_create(void)
@@ -205,7 +271,7 @@ int bench_rdma_create(void)
 	br->buf = kzalloc(PAGE_SIZE, GFP_KERNEL);
 	if (!br->wrs || !br->buf)
 		goto fail;
-	br->pd = ib_alloc_pd(br->dev, IB_PD_UNSAFE_GLOBAL_RKEY);
+	br->pd = ib_alloc_pd(br->dev, 0);
 	if (IS_ERR(br->pd)) {
 		ret = PTR_ERR(br->pd);
 		goto fail;
@@ -217,6 +283,9 @@ int bench_rdma_create(void)
 		ret = -EIO;
 		goto fail;
 	}
+	ret = bench_rdma_map_mr(br);
+	if (ret)
+		goto fail;
 	br->sink = ib_alloc_cq(br->dev, NULL, 2, 0, IB_POLL_DIRECT);
 	if (IS_ERR(br->sink)) {
 		ret = PTR_ERR(br->sink);
