@@ -140,13 +140,16 @@ static void bench_poller_diag(void)
 	rcu_read_unlock();
 }
 
-/* kevd_query(): upcalls, and on rdma_dev kevd's notifications and arms. */
-static void bench_kevd_counters(struct bench_run *r, struct bench_sample *s)
+/*
+ * kevd_query(): upcalls, and on rdma_dev kevd's notifications and arms.
+ * Return: true when it printed the saturated run's kevd-bench-diag line.
+ */
+static bool bench_kevd_diag(struct bench_run *r, struct bench_sample *s)
 {
 	struct kevd_param p;
 
 	if (!r->evd || kevd_query(r->evd, &p))
-		return;
+		return false;
 	s->upcalls = p.stats.upcalls;
 	if (r->rdma) {
 		/* A real provider counts nothing: kevd's counters. */
@@ -154,14 +157,25 @@ static void bench_kevd_counters(struct bench_run *r, struct bench_sample *s)
 		s->arms = p.stats.arms;
 	}
 	if (r->rate || bench_smoke_mode || r->rdma)
-		return;
+		return false;
 	/* Evidence for RESULTS.md: kevd's own counters. */
 	pr_info("kevd-bench-diag mode=%s delivered=%u notifications=%llu empty_notifications=%llu arms=%llu repolls=%llu backpressure_stalls=%llu max_batch=%llu upcalls=%llu\n",
 		r->ops->name, s->delivered, p.stats.notifications,
 		p.stats.empty_notifications, p.stats.arms, p.stats.repolls,
 		p.stats.backpressure_stalls, p.stats.max_batch,
 		p.stats.upcalls);
-	if (r->ops == &bench_kevd_single_ops)
+	return true;
+}
+
+static void bench_kevd_counters(struct bench_run *r, struct bench_sample *s)
+{
+	bench_kevd_diag(r, s);
+}
+
+/* kevd-single: where its poller ran, too. */
+static void bench_single_counters(struct bench_run *r, struct bench_sample *s)
+{
+	if (bench_kevd_diag(r, s))
 		bench_poller_diag();
 }
 
@@ -169,7 +183,7 @@ const struct bench_ops bench_kevd_single_ops = {
 	.name		= "kevd-single",
 	.init		= bench_single_init,
 	.cleanup	= bench_kevd_cleanup,
-	.counters	= bench_kevd_counters,
+	.counters	= bench_single_counters,
 	.rdma_counted	= true,
 };
 
