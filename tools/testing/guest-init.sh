@@ -320,7 +320,7 @@ e2e_suite() { # pingpong parameters...
 	[ -f $e2e_log ] && sed 's/^/# /' $e2e_log
 }
 
-# --- the benchmark (tools/testing/bench/kevd_bench.c) -------------------
+# --- the benchmark (tools/testing/bench/bench_*.c) ----------------------
 bench_cq_modes="kevd-single kevd-wait kevd-dequeue wq unbound-wq softirq
 		kdapl-2006 floor"
 bench_modes="$bench_cq_modes burst-16 scale-16 floor-drain"
