@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 # shellcheck shell=sh disable=SC2154 # set by guest-init.sh
 #
-# The benchmark (tools/testing/bench/kevd_bench.c): the kevd_bench_smoke
+# The benchmark (tools/testing/bench/bench_*.c): the kevd_bench_smoke
 # suite of make check, and the full run of kevd_mode=bench. Sourced by
 # guest-init.sh.
 
-# --- the benchmark (tools/testing/bench/kevd_bench.c) -------------------
+# --- the benchmark (tools/testing/bench/bench_*.c) ----------------------
 bench_cq_modes="kevd-single kevd-wait kevd-dequeue wq unbound-wq softirq
 		kdapl-2006 floor"
 bench_modes="$bench_cq_modes burst-16 scale-16 floor-drain"
