@@ -7,7 +7,9 @@
  *   - kevd_comp_handler() runs in whatever context the provider calls it
  *     (hard IRQ, softirq, process). It never polls and never calls an
  *     upcall: under evd->lock it checks the EVD is alive, notes the
- *     notification and schedules the EVD on its poller.
+ *     notification and schedules the EVD on its poller, or, when a
+ *     consumer waits with upcalls disabled, wakes it to pull
+ *     (dto/pull.c).
  *   - kevd_cq_drain() runs only in the poller that owns the EVD
  *     (KEVD_POLL_SCHED), so completions leave the CQ in CQ order and enter
  *     the ring in that order. It reserves ring slots first, then polls at
@@ -36,7 +38,13 @@ static void kevd_comp_handler(struct ib_cq *cq, void *ctx)
 	if (evd->state & KEVD_STATE_OPEN) {
 		atomic64_inc(&evd->notifications);
 		set_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
-		kevd_schedule(evd);
+		/* A waiter pulls itself (dto/pull.c), unless someone owns it. */
+		if (evd->waiter && !kevd_upcalls_enabled(evd->policy)) {
+			if (!kevd_poll_mark_missed(evd))
+				wake_up(&evd->wq);
+		} else {
+			kevd_schedule(evd);
+		}
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 }

@@ -40,6 +40,7 @@ static void kevd_stats_add(struct kevd_stats *sum, const struct kevd_stats *st)
 	sum->arms += st->arms;
 	sum->repolls += st->repolls;
 	sum->backpressure_stalls += st->backpressure_stalls;
+	sum->pulls += st->pulls;
 	sum->overflows += st->overflows;
 	sum->drops += st->drops;
 	sum->max_batch = max(sum->max_batch, st->max_batch);
@@ -76,6 +77,7 @@ void kevd_read_stats(struct kevd *evd, struct kevd_stats *st)
 	st->repolls = kevd_snap(evd->postats.repolls);
 	st->backpressure_stalls =
 		kevd_snap(evd->postats.backpressure_stalls);
+	st->pulls = kevd_snap(evd->postats.pulls);
 	st->notifications = atomic64_read(&evd->notifications);
 	st->discarded = kevd_snap(evd->discarded);
 }
@@ -145,10 +147,11 @@ static void kevd_show_stats(struct seq_file *m, const struct kevd_stats *st)
 		seq_printf(m, " posted_%s=%llu delivered_%s=%llu",
 			   kevd_stream_names[i], st->posted[i],
 			   kevd_stream_names[i], st->delivered[i]);
-	seq_printf(m, " upcalls=%llu notifications=%llu empty_notifications=%llu arms=%llu repolls=%llu backpressure_stalls=%llu overflows=%llu drops=%llu max_batch=%llu discarded=%llu\n",
+	seq_printf(m, " upcalls=%llu notifications=%llu empty_notifications=%llu arms=%llu repolls=%llu backpressure_stalls=%llu overflows=%llu drops=%llu max_batch=%llu discarded=%llu pulls=%llu\n",
 		   st->upcalls, st->notifications, st->empty_notifications,
 		   st->arms, st->repolls, st->backpressure_stalls,
-		   st->overflows, st->drops, st->max_batch, st->discarded);
+		   st->overflows, st->drops, st->max_batch, st->discarded,
+		   st->pulls);
 }
 
 static int kevd_stats_show(struct seq_file *m, void *unused)

@@ -395,6 +395,21 @@ static u32 kevd_take(struct kevd *evd, struct kevd_event *evs, u32 max)
 	return n;
 }
 
+/*
+ * Take what the ring holds; if that is not @max, pull completions from
+ * the CQ in the caller's context (dto/pull.c) and take again: the ring's
+ * events are older, so the order holds.
+ */
+static u32 kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
+			     u32 max)
+{
+	u32 got = kevd_take(evd, evs, max);
+
+	if (got < max && kevd_pull(evd))
+		got += kevd_take(evd, evs + got, max - got);
+	return got;
+}
+
 /**
  * kevd_dequeue() - take the oldest event.
  * @evd: the EVD.
@@ -404,6 +419,10 @@ static u32 kevd_take(struct kevd *evd, struct kevd_event *evs, u32 max)
  * are older than any in the ring: until the batches that may hold them
  * have ended, a dequeue outside their upcalls finds the EVD empty.
  *
+ * With upcalls disabled, a dequeue in process context that finds the
+ * ring empty takes completions from the CQ itself (in CQ order, no poller
+ * involved), unless a poller owns the EVD at that moment.
+ *
  * Context: any.
  * Return: 0, -EAGAIN when the EVD is empty, -EINVAL for NULL arguments.
  */
@@ -411,7 +430,7 @@ int kevd_dequeue(struct kevd *evd, struct kevd_event *ev)
 {
 	if (!evd || !ev)
 		return -EINVAL;
-	return kevd_take(evd, ev, 1) ? 0 : -EAGAIN;
+	return kevd_take_or_pull(evd, ev, 1) ? 0 : -EAGAIN;
 }
 EXPORT_SYMBOL_GPL(kevd_dequeue);
 
@@ -424,7 +443,7 @@ EXPORT_SYMBOL_GPL(kevd_dequeue);
  * What @n calls of kevd_dequeue() would return, with one lock round-trip
  * (an extension beyond DAT, as ib_poll_cq() takes many completions at
  * once): the same order, the same rule for events a stopped batch gives
- * back.
+ * back, the same pull from the CQ when the ring holds fewer than @n.
  *
  * Context: any.
  * Return: the number of events taken, 1 .. @n; -EAGAIN when the EVD is
@@ -436,7 +455,7 @@ int kevd_dequeue_batch(struct kevd *evd, struct kevd_event *evs, u32 n)
 
 	if (!evd || !evs || !n)
 		return -EINVAL;
-	got = kevd_take(evd, evs, min_t(u32, n, INT_MAX));
+	got = kevd_take_or_pull(evd, evs, min_t(u32, n, INT_MAX));
 	return got ? got : -EAGAIN;
 }
 EXPORT_SYMBOL_GPL(kevd_dequeue_batch);
@@ -747,6 +766,8 @@ static void kevd_wait_end(struct kevd *evd)
 	evd->waiter = NULL;
 	WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_WAITED);
 	spin_unlock_irqrestore(&evd->lock, flags);
+	/* a notification the handler gave the waiter goes to a poller */
+	kevd_pull_leave(evd);
 }
 
 /**
@@ -787,12 +808,16 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 	       (long)usecs_to_jiffies(timeout_us);
 	for (;;) {
 		if (!kevd_wait_ready(evd, threshold)) {
+			/* upcalls are disabled: the waiter pulls (dto/pull.c) */
+			if (kevd_pull(evd) && kevd_wait_ready(evd, threshold))
+				continue;
 			if (!left) {
 				ret = -ETIMEDOUT;
 				break;
 			}
 			left = wait_event_interruptible_timeout(evd->wq,
-								kevd_wait_ready(evd, threshold),
+								kevd_wait_ready(evd, threshold) ||
+								kevd_pull_pending(evd),
 								left);
 			if (left < 0) {
 				ret = left;

@@ -144,7 +144,8 @@ struct kevd_claim {
 };
 
 /*
- * Counters of the owning poller (and the completion handler, atomics).
+ * Counters of the owner (a poller, or a consumer's pull; the completion
+ * handler's are atomics).
  * direct: DTO events delivered straight from the CQ (kevd_deliver_direct()),
  * counted here as posted and delivered; max_direct: the largest such batch.
  */
@@ -156,6 +157,7 @@ struct kevd_poll_stats {
 	u64 arms;
 	u64 repolls;
 	u64 backpressure_stalls;
+	u64 pulls;
 };
 
 struct kevd_poller;
@@ -230,6 +232,8 @@ struct kevd_direct {
  * @poll_state: KEVD_POLL_* bits.
  * @poll_node: on a poller's run list while queued.
  * @home: the poller that serves the EVD by default.
+ * @busy_owner: the consumer thread that owns the EVD for a pull
+ *	(kevd_poll_try_own()), or NULL.
  * @cq_stalled: the last CQ drain stopped at a full ring.
  * @upcall_slow: an upcall batch took longer than KEVD_SLOW_UPCALL_NS;
  *	its poller passes its other EVDs on before each batch (sticky).
@@ -278,6 +282,7 @@ struct kevd {
 	unsigned long poll_state;
 	struct list_head poll_node;
 	struct kevd_poller *home;
+	struct task_struct *busy_owner;
 	bool cq_stalled;
 	bool upcall_slow;
 	u8 empty_passes;
@@ -483,6 +488,9 @@ bool kevd_schedule(struct kevd *evd);
 void kevd_poll_wait_idle(struct kevd *evd);
 bool kevd_current_in_upcall(struct kevd *evd);
 bool kevd_poller_owns(struct kevd *evd);
+bool kevd_poll_try_own(struct kevd *evd);
+void kevd_poll_release(struct kevd *evd, bool again);
+bool kevd_poll_mark_missed(struct kevd *evd);
 struct kevd_batch *kevd_poller_current_batch(struct kevd *evd);
 void kevd_poller_upcall_begin(struct kevd_poller *p, struct kevd *evd,
 			      struct kevd_batch *b);
@@ -597,6 +605,11 @@ void kevd_batch_revoke(struct kevd *evd);
 
 /* dto/arm.c */
 bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs);
+
+/* dto/pull.c */
+bool kevd_pull(struct kevd *evd);
+bool kevd_pull_pending(struct kevd *evd);
+void kevd_pull_leave(struct kevd *evd);
 
 /* evd/pass.c */
 enum kevd_pass_ret kevd_pass(struct kevd_poller *p, struct kevd *evd,

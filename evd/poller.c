@@ -202,6 +202,87 @@ static void kevd_poll_complete(struct kevd_poller *p, struct kevd *evd)
 		wake_up_var(&evd->poll_state);	/* kevd_poll_wait_idle() */
 }
 
+/**
+ * kevd_poll_try_own() - take a free EVD for a pass outside the pollers.
+ * @evd: the EVD.
+ *
+ * For a consumer that pulls completions itself (dto/pull.c), as NAPI's
+ * busy polling takes NAPI_STATE_SCHED: it succeeds only when no poller
+ * owns or has queued the EVD. The caller then owns it, and gives it up
+ * with kevd_poll_release().
+ *
+ * Context: process context.
+ * Return: true if the caller now owns @evd.
+ */
+bool kevd_poll_try_own(struct kevd *evd)
+{
+	unsigned long val = READ_ONCE(evd->poll_state);
+
+	do {
+		if (val & (BIT(KEVD_POLL_SCHED) | BIT(KEVD_POLL_DEAD)))
+			return false;
+	} while (!try_cmpxchg(&evd->poll_state, &val,
+			      val | BIT(KEVD_POLL_SCHED)));
+	WRITE_ONCE(evd->busy_owner, current);
+	return true;
+}
+
+/**
+ * kevd_poll_release() - end a pass kevd_poll_try_own() allowed.
+ * @evd: the EVD; the caller owns it.
+ * @again: it needs another pass (budget used, or its CQ is not armed).
+ *
+ * Lets go of @evd, unless it needs another pass or was scheduled during
+ * this one (KEVD_POLL_MISSED): then its poller gets it, ownership and
+ * all, and makes that pass. After a let-go @evd may be freed at once.
+ *
+ * Context: process context.
+ */
+void kevd_poll_release(struct kevd *evd, bool again)
+{
+	unsigned long val = READ_ONCE(evd->poll_state), new;
+
+	kevd_assert_owner(evd);
+	WRITE_ONCE(evd->busy_owner, NULL);
+	do {
+		new = val & ~(BIT(KEVD_POLL_SCHED) | BIT(KEVD_POLL_MISSED));
+		if ((again || (val & BIT(KEVD_POLL_MISSED))) &&
+		    !(val & BIT(KEVD_POLL_DEAD)))
+			new |= BIT(KEVD_POLL_SCHED);
+	} while (!try_cmpxchg(&evd->poll_state, &val, new));
+
+	if (new & BIT(KEVD_POLL_SCHED))
+		kevd_poller_enqueue(kevd_poller_target(evd), evd);
+	else if (val & BIT(KEVD_POLL_DEAD))
+		wake_up_var(&evd->poll_state);	/* kevd_poll_wait_idle() */
+}
+
+/**
+ * kevd_poll_mark_missed() - note a notification for the EVD's owner.
+ * @evd: the EVD.
+ *
+ * For the completion handler when a consumer waits (dto/cq.c): if
+ * someone owns @evd, it makes one more pass (KEVD_POLL_MISSED), as
+ * kevd_schedule() would have it; if nobody does, nothing changes and the
+ * caller wakes the consumer, which pulls.
+ *
+ * Context: any, hard IRQ included.
+ * Return: true if @evd is owned (or dead): the owner has been told.
+ */
+bool kevd_poll_mark_missed(struct kevd *evd)
+{
+	unsigned long val = READ_ONCE(evd->poll_state);
+
+	do {
+		if (val & BIT(KEVD_POLL_DEAD))
+			return true;
+		if (!(val & BIT(KEVD_POLL_SCHED)))
+			return false;
+	} while (!try_cmpxchg(&evd->poll_state, &val,
+			      val | BIT(KEVD_POLL_MISSED)));
+	return true;
+}
+
 static int kevd_poller_fn(void *data);
 
 /*
@@ -287,16 +368,19 @@ bool kevd_current_in_upcall(struct kevd *evd)
  * @evd: the EVD.
  *
  * For kevd_assert_owner() (debug kernels): also true inside an upcall the
- * pass runs, which executes on the same thread.
+ * pass runs, which executes on the same thread, and for a consumer that
+ * owns @evd through kevd_poll_try_own().
  *
- * Return: true from the owning poller's thread during its pass.
+ * Return: true from the owner's thread during its pass.
  */
 bool kevd_poller_owns(struct kevd *evd)
 {
 	struct kevd_poller *p = kevd_current_poller();
 
-	return p && p->passing == evd &&
-	       test_bit(KEVD_POLL_SCHED, &evd->poll_state);
+	if (!test_bit(KEVD_POLL_SCHED, &evd->poll_state))
+		return false;
+	return (p && p->passing == evd) ||
+	       (in_task() && READ_ONCE(evd->busy_owner) == current);
 }
 
 /* Pass the EVDs queued on @p to the next poller: @p is about to upcall. */

@@ -1141,6 +1141,141 @@ static void kevd_dto_post_ib_event(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(aevd), 0);
 }
 
+/* --- the pull path ---------------------------------------------------- */
+
+/**
+ * struct pull_waiter - a consumer thread taking completions in batches.
+ * @evd: its EVD (upcalls disabled).
+ * @n: completions to take.
+ * @taken: taken so far (cookie order expected: 0, 1, ...).
+ * @order_errors: cookies out of order.
+ * @rc: the first error of kevd_wait_batch(), or 0.
+ * @done: completed when it stops.
+ */
+struct pull_waiter {
+	struct kevd *evd;
+	u32 n;
+	u32 taken;
+	u32 order_errors;
+	int rc;
+	struct completion done;
+};
+
+static int pull_waiter_fn(void *data)
+{
+	struct pull_waiter *w = data;
+	struct kevd_event evs[4];
+	u32 nmore;
+	int r, i;
+
+	while (w->taken < w->n) {
+		r = kevd_wait_batch(w->evd, 30 * USEC_PER_SEC, 1, evs,
+				    ARRAY_SIZE(evs), &nmore);
+		if (r < 0) {
+			w->rc = r;
+			break;
+		}
+		for (i = 0; i < r; i++, w->taken++)
+			if (evs[i].dto.cookie != w->taken)
+				w->order_errors++;
+	}
+	complete(&w->done);
+	return 0;
+}
+
+static bool pull_waiting(struct kevd *evd)
+{
+	unsigned long end = jiffies + KEVD_TEST_WAIT;
+	struct kevd_param p;
+
+	while (!kevd_query(evd, &p) && !(p.state & KEVD_STATE_WAITED)) {
+		if (time_after(jiffies, end))
+			return false;
+		cond_resched();
+	}
+	return true;
+}
+
+/*
+ * A waiter with upcalls disabled pulls its completions itself: the
+ * completion handler wakes it instead of a poller, on all four notify
+ * behaviours; every completion arrives once, in order.
+ */
+static void kevd_dto_wait_pulls(struct kunit *test)
+{
+	const enum fake_hca_mode *m = test->param_value;
+	struct task_struct *task;
+	struct pull_waiter *w;
+	struct kevd_param p;
+	struct dto_env *e;
+	int i, j;
+
+	e = dto_env_new(test, *m, 64, 256, KEVD_UPCALL_DISABLE, NULL);
+	w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	w->evd = e->evd;
+	w->n = 200;
+	init_completion(&w->done);
+	task = kthread_run(pull_waiter_fn, w, "kevd_test_pull");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	KUNIT_ASSERT_TRUE(test, pull_waiting(e->evd));
+	for (i = 0; i < 20; i++) {
+		for (j = 0; j < 10; j++)
+			KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
+		if (!(i & 3))
+			fake_cq_fire(e->cq);	/* and a spurious one */
+	}
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	KUNIT_EXPECT_EQ(test, w->taken, 200U);
+	KUNIT_EXPECT_EQ(test, w->order_errors, 0U);
+	KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
+	/* its first pull came before it slept: no poller was needed */
+	KUNIT_EXPECT_GE(test, p.stats.pulls, 1ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], 200ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], 200ULL);
+	KUNIT_EXPECT_TRUE(test, fake_cq_empty(e->cq));
+	dto_env_free(test, e);
+}
+
+/*
+ * Dequeues that find the ring short pull from the CQ while pollers drain
+ * it too: every completion once, in CQ order, none left behind.
+ */
+static void kevd_dto_dequeue_pulls(struct kunit *test)
+{
+	struct kevd_event *evs;
+	struct kevd_param p;
+	struct dto_env *e;
+	unsigned long end;
+	u32 taken = 0;
+	int i, n;
+
+	evs = kunit_kcalloc(test, 8, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, evs);
+	e = dto_env_new(test, FAKE_HCA_STRICT_IGNORE, 64, 256,
+			KEVD_UPCALL_DISABLE, NULL);
+	for (i = 0; i < 100; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
+	end = jiffies + KEVD_TEST_WAIT;
+	while (taken < 100 && time_before(jiffies, end)) {
+		n = kevd_dequeue_batch(e->evd, evs, 8);
+		if (n == -EAGAIN) {	/* a poller owned it just then */
+			cond_resched();
+			continue;
+		}
+		KUNIT_ASSERT_GT(test, n, 0);
+		for (i = 0; i < n; i++, taken++)
+			KUNIT_EXPECT_EQ(test, evs[i].dto.cookie, (u64)taken);
+	}
+	KUNIT_EXPECT_EQ(test, taken, 100U);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(e->evd, evs, 8), -EAGAIN);
+	KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], 100ULL);
+	dto_env_free(test, e);
+}
+
 static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_status_map),
 	KUNIT_CASE(kevd_dto_opcode_map),
@@ -1152,6 +1287,8 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE_PARAM(kevd_dto_direct_after_policy_change,
 			 dto_mode_gen_params),
 	KUNIT_CASE(kevd_dto_backpressure),
+	KUNIT_CASE_PARAM(kevd_dto_wait_pulls, dto_mode_gen_params),
+	KUNIT_CASE(kevd_dto_dequeue_pulls),
 	KUNIT_CASE(kevd_dto_cq_overrun),
 	KUNIT_CASE(kevd_dto_free_with_qp),
 	KUNIT_CASE(kevd_dto_post_ib_event),

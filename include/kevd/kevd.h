@@ -396,6 +396,8 @@ enum kevd_state {
  * @discarded: events still queued when kevd_free() discarded them. For
  *	every EVD, and in the totals: posted = delivered + discarded +
  *	queued now (drops are never posted).
+ * @pulls: passes over the CQ a consumer made itself, in kevd_dequeue()
+ *	or kevd_wait() with upcalls disabled (no poller involved).
  */
 struct kevd_stats {
 	u64 posted[KEVD_NR_STREAMS];
@@ -410,6 +412,7 @@ struct kevd_stats {
 	u64 drops;
 	u64 max_batch;
 	u64 discarded;
+	u64 pulls;
 };
 
 /**

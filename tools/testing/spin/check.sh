@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 #
 # Model-check the extended notify with spin: kevd's protocol must hold on
-# strict and lenient HCAs, and the same check must find the 2006 lost
-# wake-up when the check step is removed on a strict HCA.
+# strict and lenient HCAs, for pollers and for a consumer that pulls, and
+# the same check must find the 2006 lost wake-up when the check step is
+# removed on a strict HCA, and the one a leaving waiter would cause if it
+# did not hand its pending notification to a poller.
 #   check.sh WORKDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,4 +45,8 @@ verify kevd-strict holds -DCHECK
 verify kevd-lenient holds -DCHECK -DLENIENT
 verify plain-lenient holds -DLENIENT
 verify plain-strict violated
+verify pull-strict holds -DCHECK -DPULL
+verify pull-lenient holds -DCHECK -DLENIENT -DPULL
+verify pull-nocheck-strict violated -DPULL
+verify pull-noleave violated -DCHECK -DPULL -DNOLEAVE
 exit $fail

@@ -11,6 +11,14 @@
  *              without it, strict IBTA: only CQEs added after the arm fire.
  *   -DCHECK    the check step after arming (kevd); without it the plain
  *              drain-then-arm of 2006.
+ *   -DPULL     a consumer waits with upcalls disabled (dto/pull.c): it
+ *              takes the EVD when nobody owns it, drains, arms, checks,
+ *              lets go and sleeps until a notification is pending and
+ *              nobody owns the EVD; the handler wakes it instead of
+ *              scheduling a poller, or marks the owner MISSED. It may
+ *              leave at any moment (a timeout), handing a pending
+ *              notification to a poller...
+ *   -DNOLEAVE  ...unless this is set: then it must fail.
  *
  * Property (no lost wake-up): whenever the whole system is quiescent
  * (nothing can move: spin's timeout), the CQ is empty and every
@@ -27,6 +35,45 @@ bit sched = 0;		/* KEVD_POLL_SCHED */
 bit missed = 0;		/* KEVD_POLL_MISSED */
 chan irq = [N + 2] of { bit };	/* notifications on their way to the handler */
 chan runq = [1] of { bit };	/* the poller's run list */
+bit pending = 0;	/* KEVD_POLL_NOTIFIED: a notification not yet served */
+#ifdef PULL
+bit waiting = 1;	/* evd->waiter: a consumer in kevd_wait() */
+#else
+bit waiting = 0;
+#endif
+
+/* drain the CQ, arm it, check: the pass of a poller and of a pull */
+inline pass(again)
+{
+	again = 1;
+	do
+	:: again ->
+		/* drain (kevd_cq_drain) */
+		atomic { ring = ring + cq; cq = 0 }
+		/* arm: ib_req_notify_cq */
+		atomic {
+			armed = 1;
+#ifdef LENIENT
+			if
+			:: cq > 0 -> armed = 0; irq!1
+			:: else -> skip
+			fi
+#endif
+		}
+		again = 0;
+#ifdef CHECK
+		/* check: REPORT_MISSED_EVENTS > 0, or poll one */
+		if
+		:: cq > 0 -> again = 1
+		:: else -> skip
+		fi
+#endif
+		if
+		:: again -> skip
+		:: else -> break
+		fi
+	od
+}
 
 inline fire()
 {
@@ -63,7 +110,16 @@ active proctype hca()
 active proctype handler()
 {
 end:	do
-	:: irq?1 -> schedule()
+	:: irq?1 ->
+		/* kevd_comp_handler(), under evd->lock */
+		atomic {
+			pending = 1;
+			if
+			:: waiting && sched -> missed = 1	/* the owner repasses */
+			:: waiting && !sched -> skip	/* wake the waiter */
+			:: !waiting -> schedule()
+			fi
+		}
 	od
 }
 
@@ -76,41 +132,52 @@ end:	do
 		again = 1;
 		do
 		:: again ->
-			/* drain (kevd_cq_drain) */
-			atomic { ring = ring + cq; cq = 0 }
-			/* arm: ib_req_notify_cq */
+			pending = 0;	/* test_and_clear_bit(NOTIFIED) */
+			pass(again);
+			/* let go, unless scheduled meanwhile */
 			atomic {
-				armed = 1;
-#ifdef LENIENT
 				if
-				:: cq > 0 -> armed = 0; irq!1
-				:: else -> skip
+				:: missed -> missed = 0; again = 1
+				:: else -> sched = 0
 				fi
-#endif
 			}
-			again = 0;
-#ifdef CHECK
-			/* check: REPORT_MISSED_EVENTS > 0, or poll one */
-			if
-			:: cq > 0 -> again = 1
-			:: else -> skip
-			fi
-#endif
-			if
-			:: again -> skip
-			:: else ->
-				/* let go, unless scheduled meanwhile */
-				atomic {
-					if
-					:: missed -> missed = 0; again = 1
-					:: else -> sched = 0
-					fi
-				}
-			fi
 		:: else -> break
 		od
 	od
 }
+
+#ifdef PULL
+active proctype waiter()
+{
+	bit again;
+
+end:	do
+	:: atomic { !sched -> sched = 1; pending = 0 }	/* kevd_poll_try_own */
+		pass(again);
+		/* kevd_poll_release(): MISSED hands it to a poller */
+		atomic {
+			if
+			:: missed -> missed = 0; runq!1
+			:: else -> sched = 0
+			fi
+		}
+		/* sleep until a notification is pending and nobody owns it */
+end_sleep:
+		atomic { pending && !sched }
+	:: break	/* it leaves (timeout, enough events): kevd_wait_end() */
+	od;
+	atomic {
+		waiting = 0;
+#ifndef NOLEAVE
+		/* kevd_pull_leave() */
+		if
+		:: pending && !sched -> schedule()
+		:: else -> skip
+		fi
+#endif
+	}
+}
+#endif
 
 active proctype monitor()
 {

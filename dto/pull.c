@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * The pull path: a consumer with upcalls disabled takes completions from
+ * the CQ itself, in its own context, as ib_core's IB_POLL_DIRECT and
+ * uDAPL's dat_evd_dequeue() do, instead of a poller draining the CQ and
+ * then waking it (two thread hops per wake-up).
+ *
+ *   - kevd_dequeue() and kevd_wait() pull when the ring does not hold what
+ *     they need: the consumer takes ownership of the EVD as a poller
+ *     would (kevd_poll_try_own(), the NAPI busy-poll rule: only if no
+ *     poller owns or has queued it), drains the CQ into the ring within
+ *     the poll budget, and before it lets go arms the CQ with the
+ *     extended notify (dto/arm.c), exactly as a pass does.
+ *   - While a thread waits in kevd_wait() on an EVD with upcalls disabled,
+ *     the completion handler wakes it instead of scheduling a poller
+ *     (kevd_comp_handler()): if a poller or another pull owns the EVD, it
+ *     marks it KEVD_POLL_MISSED instead, and that owner makes one more
+ *     pass. The wait sleeps until a notification is pending and nobody
+ *     owns the EVD (kevd_pull_pending()), then pulls.
+ *   - A waiter that leaves with a notification pending and nobody owning
+ *     the EVD schedules it (kevd_pull_leave()): a poller still covers
+ *     EVDs nobody waits on, so no completion stays in the CQ unnoticed.
+ *
+ * The pull uses a per-CPU buffer for the work completions, with
+ * preemption disabled for the pass (it never sleeps).
+ *
+ * Context: process context (a consumer thread); no kevd lock held.
+ */
+#include <linux/percpu.h>
+#include "kevd_internal.h"
+
+/* The work completions of a pull: one buffer per CPU. */
+struct kevd_pull_buf {
+	struct ib_wc wcs[KEVD_BATCH];
+};
+
+static DEFINE_PER_CPU(struct kevd_pull_buf, kevd_pull_bufs);
+
+/*
+ * Drain, then arm and check, again while the check finds completions.
+ * Returns whether the EVD needs another pass (budget used).
+ */
+static bool kevd_pull_pass(struct kevd *evd, struct ib_wc *wcs, u32 *moved)
+{
+	u32 budget = READ_ONCE(kevd_param_budget);
+
+	kevd_assert_owner(evd);
+	if (unlikely(READ_ONCE(evd->ring.nfenced)))
+		*moved += kevd_cq_unfence(evd, wcs, budget);
+	do {
+		if (*moved >= budget)
+			return true;
+		*moved += kevd_cq_drain(evd, wcs, budget - *moved);
+	} while (kevd_cq_arm_check(evd, wcs));
+	return false;
+}
+
+/**
+ * kevd_pull() - take completions from the CQ in the caller's context.
+ * @evd: the EVD.
+ *
+ * Does nothing for an EVD without a CQ, with upcalls enabled, owned by a
+ * poller (which will fill the ring and wake the caller) or outside
+ * process context. Else it drains the CQ into the ring, in CQ order, with
+ * the ring's backpressure, and arms it before letting go.
+ *
+ * Context: process context; does not sleep.
+ * Return: true if it made a pass (the ring may hold more now).
+ */
+bool kevd_pull(struct kevd *evd)
+{
+	struct kevd_pull_buf *buf;
+	u32 moved = 0;
+	bool again;
+
+	if (!evd->cq || !in_task() ||
+	    kevd_upcalls_enabled(READ_ONCE(evd->policy)) ||
+	    !kevd_poll_try_own(evd))
+		return false;
+	clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
+	buf = get_cpu_ptr(&kevd_pull_bufs);
+	again = kevd_pull_pass(evd, buf->wcs, &moved);
+	put_cpu_ptr(&kevd_pull_bufs);
+	evd->postats.pulls++;
+	kevd_poll_release(evd, again);
+	return true;
+}
+
+/**
+ * kevd_pull_pending() - should a waiter wake up and pull?
+ * @evd: the EVD.
+ *
+ * Context: any; lockless (a wait condition).
+ * Return: true when a notification came and nobody owns the EVD.
+ */
+bool kevd_pull_pending(struct kevd *evd)
+{
+	unsigned long val = READ_ONCE(evd->poll_state);
+
+	return (val & BIT(KEVD_POLL_NOTIFIED)) &&
+	       !(val & (BIT(KEVD_POLL_SCHED) | BIT(KEVD_POLL_DEAD)));
+}
+
+/**
+ * kevd_pull_leave() - a waiter left: hand a pending notification on.
+ * @evd: the EVD; the waiter is no longer registered.
+ *
+ * The completion handler saw the waiter under evd->lock and woke it
+ * instead of scheduling a poller; kevd_wait() unregistered the waiter
+ * under the same lock before this, so every such notification is seen
+ * here (or was pulled).
+ *
+ * Context: process context.
+ */
+void kevd_pull_leave(struct kevd *evd)
+{
+	if (kevd_pull_pending(evd))
+		kevd_schedule(evd);
+}
