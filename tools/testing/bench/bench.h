@@ -13,6 +13,9 @@
  *                 every event
  *   kevd-dequeue  kevd, DISABLE; the kthread waits for one event with
  *                 kevd_wait(), then takes the rest with kevd_dequeue()
+ *   kevd-wait-batch, kevd-dequeue-batch
+ *                 the same with the batch calls: kevd_wait_batch() for up
+ *                 to 64 events, kevd_dequeue_batch() for up to 64
  *   wq, unbound-wq, softirq
  *                 ib_alloc_cq() with IB_POLL_WORKQUEUE, _UNBOUND_WORKQUEUE,
  *                 _SOFTIRQ; each completion goes to wr_cqe->done
@@ -138,6 +141,8 @@ struct bench_ops {
 extern const struct bench_ops bench_kevd_single_ops;
 extern const struct bench_ops bench_kevd_wait_ops;
 extern const struct bench_ops bench_kevd_dequeue_ops;
+extern const struct bench_ops bench_kevd_wait_batch_ops;
+extern const struct bench_ops bench_kevd_dequeue_batch_ops;
 extern const struct bench_ops bench_wq_ops;
 extern const struct bench_ops bench_unbound_wq_ops;
 extern const struct bench_ops bench_softirq_ops;

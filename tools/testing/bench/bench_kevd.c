@@ -57,6 +57,57 @@ static int bench_kevd_dequeuer(void *data)
 	return 0;
 }
 
+/* Events a batch call takes at once (one ib_poll_cq() batch). */
+#define BENCH_KEVD_BATCH	64
+
+/* kevd-wait-batch: kevd_wait_batch() for up to 64 events at a time */
+static int bench_kevd_batch_waiter(void *data)
+{
+	struct bench_run *r = data;
+	struct kevd_event *evs;
+	u32 nmore;
+	int ret, i;
+
+	evs = kcalloc(BENCH_KEVD_BATCH, sizeof(*evs), GFP_KERNEL);
+	while (evs && !kthread_should_stop()) {
+		ret = kevd_wait_batch(r->evd, 100000, 1, evs, BENCH_KEVD_BATCH,
+				      &nmore);
+		if (ret == -ECANCELED)
+			break;
+		for (i = 0; i < ret; i++)
+			bench_consume_event(r, &evs[i]);
+	}
+	kfree(evs);
+	bench_park();
+	return 0;
+}
+
+/* kevd-dequeue-batch: kevd_wait() for one, kevd_dequeue_batch() after */
+static int bench_kevd_batch_dequeuer(void *data)
+{
+	struct bench_run *r = data;
+	struct kevd_event ev, *evs;
+	u32 nmore;
+	int ret, i;
+
+	evs = kcalloc(BENCH_KEVD_BATCH, sizeof(*evs), GFP_KERNEL);
+	while (evs && !kthread_should_stop()) {
+		ret = kevd_wait(r->evd, 100000, 1, &ev, &nmore);
+		if (ret == -ECANCELED)
+			break;
+		if (ret)
+			continue;
+		bench_consume_event(r, &ev);
+		while ((ret = kevd_dequeue_batch(r->evd, evs,
+						 BENCH_KEVD_BATCH)) > 0)
+			for (i = 0; i < ret; i++)
+				bench_consume_event(r, &evs[i]);
+	}
+	kfree(evs);
+	bench_park();
+	return 0;
+}
+
 struct kevd *bench_kevd_create(struct bench_run *r, struct ib_device *dev,
 			       int policy, u32 qlen, int cpu)
 {
@@ -105,6 +156,21 @@ static int bench_dequeue_init(struct bench_run *r, struct ib_device *dev)
 {
 	return bench_kevd_init(r, dev, KEVD_UPCALL_DISABLE) ?:
 	       bench_consumer_thread(r, bench_kevd_dequeuer, "kevd_bench_wait");
+}
+
+static int bench_wait_batch_init(struct bench_run *r, struct ib_device *dev)
+{
+	return bench_kevd_init(r, dev, KEVD_UPCALL_DISABLE) ?:
+	       bench_consumer_thread(r, bench_kevd_batch_waiter,
+				     "kevd_bench_wait");
+}
+
+static int bench_dequeue_batch_init(struct bench_run *r,
+				    struct ib_device *dev)
+{
+	return bench_kevd_init(r, dev, KEVD_UPCALL_DISABLE) ?:
+	       bench_consumer_thread(r, bench_kevd_batch_dequeuer,
+				     "kevd_bench_wait");
 }
 
 static void bench_kevd_cleanup(struct bench_run *r)
@@ -198,6 +264,22 @@ const struct bench_ops bench_kevd_wait_ops = {
 const struct bench_ops bench_kevd_dequeue_ops = {
 	.name		= "kevd-dequeue",
 	.init		= bench_dequeue_init,
+	.cleanup	= bench_kevd_cleanup,
+	.counters	= bench_kevd_counters,
+	.rdma_counted	= true,
+};
+
+const struct bench_ops bench_kevd_wait_batch_ops = {
+	.name		= "kevd-wait-batch",
+	.init		= bench_wait_batch_init,
+	.cleanup	= bench_kevd_cleanup,
+	.counters	= bench_kevd_counters,
+	.rdma_counted	= true,
+};
+
+const struct bench_ops bench_kevd_dequeue_batch_ops = {
+	.name		= "kevd-dequeue-batch",
+	.init		= bench_dequeue_batch_init,
 	.cleanup	= bench_kevd_cleanup,
 	.counters	= bench_kevd_counters,
 	.rdma_counted	= true,

@@ -105,6 +105,8 @@ const struct bench_ops *const bench_modes[] = {
 	&bench_kevd_single_ops,
 	&bench_kevd_wait_ops,
 	&bench_kevd_dequeue_ops,
+	&bench_kevd_wait_batch_ops,
+	&bench_kevd_dequeue_batch_ops,
 	&bench_wq_ops,
 	&bench_unbound_wq_ops,
 	&bench_softirq_ops,
