@@ -59,12 +59,13 @@ static const u8 kevd_status_map[] = {
 
 /**
  * kevd_wc_status() - the DAT DTO status of an ib_wc status.
- * @status: the provider's status.
+ * @status: the provider's status (an &enum ib_wc_status value).
  *
+ * Context: any.
  * Return: an &enum kevd_dto_status; KEVD_DTO_ERR_LOCAL_MM_ERROR for a
  * status kevd does not know.
  */
-u32 kevd_wc_status(enum ib_wc_status status)
+u32 kevd_wc_status(int status)
 {
 	if ((unsigned int)status >= ARRAY_SIZE(kevd_status_map))
 		return KEVD_DTO_ERR_LOCAL_MM_ERROR;
@@ -76,6 +77,7 @@ EXPORT_SYMBOL_GPL(kevd_wc_status);
  * kevd_wc_opcode() - the DAT DTO operation of a work completion.
  * @wc: the work completion.
  *
+ * Context: any.
  * Return: an &enum kevd_dto_op; KEVD_DTO_UNKNOWN for an opcode kevd does
  * not know.
  */
@@ -131,7 +133,10 @@ static bool kevd_wc_has_len(const struct ib_wc *wc)
  * receives and RDMA READs, immediate data with IB_WC_WITH_IMM; the
  * operation and length of a failed completion are undefined (only wr_id,
  * status, qp and vendor_err are). Everything else is KEVD_DTO_UNKNOWN or
- * 0, never a stale field of an earlier completion.
+ * 0, never a stale field of an earlier completion. For consumers that
+ * poll a CQ of their own and want kevd's events (->evd is left alone).
+ *
+ * Context: any.
  */
 void kevd_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev)
 {

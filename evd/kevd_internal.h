@@ -589,10 +589,7 @@ u32 kevd_cq_drop_parked(struct kevd *evd);
 u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 
-/* dto/wc.c */
-void kevd_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev);
-u32 kevd_wc_status(enum ib_wc_status status);
-u32 kevd_wc_opcode(const struct ib_wc *wc);
+/* dto/wc.c: kevd_wc_to_event(), kevd_wc_status(), kevd_wc_opcode() are public */
 
 /* upcall_policy/deliver.c */
 u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,

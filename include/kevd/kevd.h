@@ -24,6 +24,7 @@ struct ib_device;
 struct ib_cq;
 struct ib_qp;
 struct ib_event;
+struct ib_wc;
 struct ib_pd;
 struct ib_qp_init_attr;
 struct rdma_cm_id;
@@ -464,6 +465,11 @@ void kevd_total_stats(struct kevd_stats *stats);
 
 struct ib_cq *kevd_cq(struct kevd *evd);
 int kevd_post_ib_event(struct kevd *evd, const struct ib_event *event);
+
+/* kevd's mapping of a work completion, for consumers that poll a CQ. */
+void kevd_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev);
+u32 kevd_wc_status(int status);
+u32 kevd_wc_opcode(const struct ib_wc *wc);
 
 /* The largest private data kevd copies from a CM event (the rdma_cm's). */
 #define KEVD_CM_MAX_PRIVATE_DATA	256

@@ -234,7 +234,6 @@ int bench_drain(u32 n, u64 *fill_ns, u64 *drain_ns, struct bench_sample *s);
 void bench_finish(struct bench_run *r);
 void bench_consume(struct bench_run *r, u64 seq);
 void bench_consume_event(struct bench_run *r, const struct kevd_event *ev);
-void bench_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev);
 u32 bench_floor_poll(struct bench_run *r, struct ib_cq *cq, struct ib_wc *wcs);
 int bench_consumer_thread(struct bench_run *r, int (*fn)(void *),
 			  const char *name);

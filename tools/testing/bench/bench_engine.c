@@ -53,50 +53,6 @@ void bench_consume_event(struct bench_run *r, const struct kevd_event *ev)
 	bench_consume(r, ev->dto.cookie);
 }
 
-/*
- * The conversion that the 2006 style and the floor do per CQE, as kevd
- * does it (kevd_wc_to_event() is exported but not part of the public
- * API): every field of the DTO event, only what the verbs define.
- */
-void bench_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev)
-{
-	struct kevd_dto_event *dto = &ev->dto;
-	bool ok = wc->status == IB_WC_SUCCESS;
-	u32 op;
-
-	switch (wc->opcode) {
-	case IB_WC_SEND:
-		op = KEVD_DTO_SEND;
-		break;
-	case IB_WC_RDMA_WRITE:
-		op = (wc->wc_flags & IB_WC_WITH_IMM) ?
-		     KEVD_DTO_RDMA_WRITE_IMMED : KEVD_DTO_RDMA_WRITE;
-		break;
-	case IB_WC_RDMA_READ:
-		op = KEVD_DTO_RDMA_READ;
-		break;
-	case IB_WC_RECV:
-		op = (wc->wc_flags & IB_WC_WITH_INVALIDATE) ?
-		     KEVD_DTO_RECEIVE_WITH_INVALIDATE : KEVD_DTO_RECEIVE;
-		break;
-	default:
-		op = KEVD_DTO_UNKNOWN;
-		break;
-	}
-	ev->event_number = KEVD_DTO_COMPLETION_EVENT;
-	dto->ep_context = wc->qp ? wc->qp->qp_context : NULL;
-	dto->cookie = wc->wr_id;
-	dto->status = ok ? KEVD_DTO_SUCCESS : KEVD_DTO_ERR_LOCAL_MM_ERROR;
-	dto->transferred_length = ok && (wc->opcode == IB_WC_RDMA_READ ||
-					 (wc->opcode & IB_WC_RECV)) ?
-				  wc->byte_len : 0;
-	dto->operation = ok ? op : KEVD_DTO_UNKNOWN;
-	dto->has_imm = ok && (wc->wc_flags & IB_WC_WITH_IMM);
-	dto->reserved = 0;
-	dto->imm_data = dto->has_imm ? be32_to_cpu(wc->ex.imm_data) : 0;
-	dto->vendor_err = wc->vendor_err;
-}
-
 /* Poll up to a batch, convert, consume; the floor's and the drain's step. */
 u32 bench_floor_poll(struct bench_run *r, struct ib_cq *cq, struct ib_wc *wcs)
 {
@@ -105,7 +61,7 @@ u32 bench_floor_poll(struct bench_run *r, struct ib_cq *cq, struct ib_wc *wcs)
 
 	n = ib_poll_cq(cq, BENCH_BATCH, wcs);
 	for (i = 0; i < n; i++) {
-		bench_wc_to_event(&wcs[i], &ev);
+		kevd_wc_to_event(&wcs[i], &ev);
 		bench_consume_event(r, &ev);
 	}
 	return n > 0 ? n : 0;

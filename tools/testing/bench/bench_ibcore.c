@@ -97,7 +97,7 @@ static void bench_2006_handler(struct ib_cq *cq, void *ctx)
 		ib_req_notify_cq(cq, IB_CQ_NEXT_COMP);
 		if (ib_poll_cq(cq, 1, &wc) != 1)
 			break;
-		bench_wc_to_event(&wc, &ev);
+		kevd_wc_to_event(&wc, &ev);
 		bench_consume_event(ctx, &ev);
 	}
 }
