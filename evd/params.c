@@ -26,14 +26,25 @@ struct kevd_uint_param {
 	const char *hint;
 };
 
+/*
+ * How much of a rejected value to quote: up to its first newline (sysfs
+ * writes end with one), at most 64 characters, so that the message is one
+ * line whatever was written.
+ */
+static int kevd_quote_len(const char *val)
+{
+	return val ? min_t(size_t, strcspn(val, "\n"), 64) : 0;
+}
+
 static int kevd_uint_set(const char *val, const struct kernel_param *kp)
 {
 	const struct kevd_uint_param *p = kp->arg;
 	unsigned int v;
 
 	if (!val || kstrtouint(val, 0, &v) || v < p->min || v > p->max) {
-		pr_err("kevd: invalid %s=%s: expected an integer from %u to %u (%s)\n",
-		       kp->name, val ?: "", p->min, p->max, p->hint);
+		pr_err("kevd: invalid %s=%.*s: expected an integer from %u to %u (%s)\n",
+		       kp->name, kevd_quote_len(val), val ?: "", p->min,
+		       p->max, p->hint);
 		return -EINVAL;
 	}
 	WRITE_ONCE(*p->var, v);
@@ -74,8 +85,8 @@ static int kevd_enum_set(const char *val, const struct kernel_param *kp)
 
 	i = val ? __sysfs_match_string(p->names, -1, val) : -EINVAL;
 	if (i < 0) {
-		pr_err("kevd: invalid %s=%s: expected one of %s\n",
-		       kp->name, val ?: "", p->accepted);
+		pr_err("kevd: invalid %s=%.*s: expected one of %s\n",
+		       kp->name, kevd_quote_len(val), val ?: "", p->accepted);
 		return -EINVAL;
 	}
 	WRITE_ONCE(*p->var, p->values[i]);
