@@ -15,8 +15,8 @@ static int __init kevd_init(void)
 		return ret;
 	}
 	kevd_debugfs_init();
-	pr_info("kevd: %u poller threads, policy %d, budget %u, qlen %u\n",
-		kevd_nr_pollers(), kevd_param_policy, kevd_param_budget,
+	pr_info("kevd %s: %u poller threads, policy %d, budget %u, qlen %u\n",
+		KEVD_VERSION, kevd_nr_pollers(), kevd_param_policy, kevd_param_budget,
 		kevd_param_qlen);
 	return 0;
 }
@@ -33,3 +33,4 @@ module_exit(kevd_exit);
 MODULE_DESCRIPTION("kevd: kDAPL-style event dispatcher for kernel RDMA consumers");
 MODULE_AUTHOR("The kevd developers");
 MODULE_LICENSE("Dual BSD/GPL");
+MODULE_VERSION(KEVD_VERSION);
