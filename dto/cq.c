@@ -53,25 +53,24 @@ static void kevd_comp_handler(struct ib_cq *cq, void *ctx)
  * kevd_cq_create() - create and arm the CQ of an EVD's DTO stream.
  * @evd: the EVD (not yet visible to anyone).
  * @dev: the device.
- * @attr: depth (cq_depth, or the queue length) and completion vector.
+ * @attr: depth (cq_depth, or the queue length) and the rest.
+ * @vector: the completion vector (kevd_cq_pick_vector()).
  * @event_handler: the CQ's async event handler (the EVD's, evd/evd.c).
  *
  * Context: process context; may sleep.
  * Return: 0 or the error of ib_create_cq().
  */
 int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
-		   const struct kevd_attr *attr,
+		   const struct kevd_attr *attr, u32 vector,
 		   void (*event_handler)(struct ib_event *, void *))
 {
 	struct ib_cq_init_attr cq_attr = {
 		.cqe = attr->cq_depth ?: kevd_ring_qlen(&evd->ring),
-		.comp_vector = attr->comp_vector == KEVD_ANY ? 0 :
-			       attr->comp_vector,
+		.comp_vector = vector,
 	};
 	struct ib_cq *cq;
 
-	if (cq_attr.comp_vector >= dev->num_comp_vectors)
-		cq_attr.comp_vector %= max(dev->num_comp_vectors, 1);
+	evd->comp_vector = vector;
 	cq = ib_create_cq(dev, kevd_comp_handler, event_handler, evd, &cq_attr);
 	if (IS_ERR(cq))
 		return PTR_ERR(cq);
@@ -83,6 +82,45 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 						  IB_CQ_NEXT_COMP);
 	evd->postats.arms++;
 	return 0;
+}
+
+/**
+ * kevd_cq_pick_vector() - the completion vector of a new EVD's CQ.
+ * @dev: the device.
+ * @asked: the consumer's vector, or %KEVD_ANY.
+ *
+ * %KEVD_ANY spreads CQs over the vectors as ib_core does: the vector the
+ * fewest of kevd's CQs on @dev use now. A vector beyond the device's wraps.
+ *
+ * Context: process context; takes kevd_list_lock.
+ * Return: a vector of @dev.
+ */
+u32 kevd_cq_pick_vector(struct ib_device *dev, int asked)
+{
+	u32 n = max(dev->num_comp_vectors, 1);
+
+	if (asked != KEVD_ANY)
+		return (u32)asked % n;
+	return n > 1 ? kevd_vector_least_used(dev, n) : 0;
+}
+
+/**
+ * kevd_cq_vector_cpu() - the CPU a completion vector interrupts.
+ * @dev: the device.
+ * @vector: the vector.
+ *
+ * Return: the first online CPU of the vector's affinity, where the
+ * provider reports one (ib_get_vector_affinity()), else %KEVD_ANY.
+ */
+int kevd_cq_vector_cpu(struct ib_device *dev, u32 vector)
+{
+	const struct cpumask *mask = ib_get_vector_affinity(dev, vector);
+	unsigned int cpu;
+
+	if (!mask)
+		return KEVD_ANY;
+	cpu = cpumask_first_and(mask, cpu_online_mask);
+	return cpu < nr_cpu_ids ? cpu : KEVD_ANY;
 }
 
 /* Is @qp gated on @evd? */

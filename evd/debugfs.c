@@ -114,6 +114,37 @@ void kevd_unregister(struct kevd *evd)
 }
 
 /**
+ * kevd_vector_least_used() - the completion vector fewest CQs use.
+ * @dev: a device.
+ * @nvec: its number of vectors, > 1.
+ *
+ * Counts the vectors of the live EVDs' CQs on @dev (kevd_cq_pick_vector()).
+ * Creates that race may pick the same one: a spread, not a guarantee.
+ *
+ * Context: process context; takes kevd_list_lock.
+ * Return: the lowest-numbered vector with the fewest CQs.
+ */
+u32 kevd_vector_least_used(struct ib_device *dev, u32 nvec)
+{
+	u32 *use = kcalloc(nvec, sizeof(*use), GFP_KERNEL);
+	struct kevd *evd;
+	u32 i, best = 0;
+
+	if (!use)
+		return 0;
+	mutex_lock(&kevd_list_lock);
+	list_for_each_entry(evd, &kevd_list, list)
+		if (evd->cq && evd->cq->device == dev && evd->comp_vector < nvec)
+			use[evd->comp_vector]++;
+	mutex_unlock(&kevd_list_lock);
+	for (i = 1; i < nvec; i++)
+		if (use[i] < use[best])
+			best = i;
+	kfree(use);
+	return best;
+}
+
+/**
  * kevd_total_stats() - counters summed over every EVD, live and freed.
  * @stats: where to put them.
  *

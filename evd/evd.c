@@ -229,15 +229,16 @@ static int kevd_check_attr(struct ib_device *dev, const struct kevd_attr *attr)
  */
 struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
 {
-	u32 headroom = 0;
+	u32 headroom = 0, vector;
 	struct kevd *evd;
-	int ret;
+	int ret, cpu;
 
 	might_sleep();
 	ret = kevd_check_attr(dev, attr);
 	if (ret)
 		return ERR_PTR(ret);
 
+	cpu = attr->cpu;
 	evd = kzalloc(sizeof(*evd), GFP_KERNEL);
 	if (!evd)
 		return ERR_PTR(-ENOMEM);
@@ -262,12 +263,18 @@ struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
 	evd->upcall = attr->upcall;
 	evd->upcall_flag = attr->upcall_flag;
 	evd->state = KEVD_STATE_OPEN;
-	evd->home = kevd_poller_pick(attr->cpu);
 
 	if (attr->flags & KEVD_DTO_FLAG) {
-		ret = kevd_cq_create(evd, dev, attr, kevd_cq_event);
+		/* the CQ's vector, then the poller where it interrupts */
+		vector = kevd_cq_pick_vector(dev, attr->comp_vector);
+		if (cpu == KEVD_ANY)
+			cpu = kevd_cq_vector_cpu(dev, vector);
+		evd->home = kevd_poller_pick(cpu);
+		ret = kevd_cq_create(evd, dev, attr, vector, kevd_cq_event);
 		if (ret)
 			goto err_ring;
+	} else {
+		evd->home = kevd_poller_pick(cpu);
 	}
 	if (attr->async_evd) {
 		evd->async_evd = attr->async_evd;

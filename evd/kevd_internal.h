@@ -242,6 +242,7 @@ struct kevd_direct {
  * @notifications: completion notifications received (atomic).
  * @postats: the owning poller's counters.
  * @cq: the CQ of the DTO stream, or NULL.
+ * @comp_vector: its completion vector.
  * @gated_qps: QPs gated (struct kevd_gate, kevd_cq_gate()); changed under
  *	@lock, checked for emptiness without it on every poll.
  * @has_parked: @parked holds a gated QP's completion (owner only).
@@ -290,6 +291,7 @@ struct kevd {
 	struct kevd_poll_stats postats;
 
 	struct ib_cq *cq;
+	u32 comp_vector;
 	struct list_head gated_qps;
 	bool has_parked;
 	struct ib_wc parked;
@@ -563,10 +565,13 @@ void kevd_debugfs_exit(void);
 void kevd_register(struct kevd *evd);
 void kevd_unregister(struct kevd *evd);
 void kevd_read_stats(struct kevd *evd, struct kevd_stats *st);
+u32 kevd_vector_least_used(struct ib_device *dev, u32 nvec);
 
 /* dto/cq.c */
+u32 kevd_cq_pick_vector(struct ib_device *dev, int asked);
+int kevd_cq_vector_cpu(struct ib_device *dev, u32 vector);
 int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
-		   const struct kevd_attr *attr,
+		   const struct kevd_attr *attr, u32 vector,
 		   void (*event_handler)(struct ib_event *, void *));
 void kevd_cq_destroy(struct kevd *evd);
 bool kevd_cq_busy(struct kevd *evd);

@@ -42,6 +42,8 @@
  * list only. The round's lists (todo, again) belong to the poller thread:
  * no lock.
  */
+#include <linux/cpu.h>
+#include <linux/cpuhotplug.h>
 #include <linux/cpumask.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
@@ -63,6 +65,7 @@
  * @batch: the batch it delivers (NULL for a doorbell); thread only.
  * @upcall_t0: local_clock() when that upcall batch began.
  * @idx: index in the pool.
+ * @cpu: the CPU it runs on while that CPU is online.
  * @scratch: the pass's buffers.
  */
 struct kevd_poller {
@@ -76,6 +79,7 @@ struct kevd_poller {
 	struct kevd_batch *batch;
 	u64 upcall_t0;
 	unsigned int idx;
+	int cpu;
 	struct kevd_scratch scratch;
 } ____cacheline_aligned_in_smp;
 
@@ -85,12 +89,15 @@ struct kevd_poller {
  * @nr_pollers: its size (the nr_pollers parameter, or the online CPUs).
  * @next: round robin for kevd_poller_pick().
  * @pass: the poll method.
+ * @hp_state: the CPU hotplug state of kevd_poller_cpu_online() and
+ *	kevd_poller_cpu_down(), or 0.
  */
 static struct kevd_pool {
 	struct kevd_poller *pollers;
 	unsigned int nr_pollers;
 	atomic_t next;
 	kevd_pass_fn pass;
+	int hp_state;
 } kevd_pool;
 
 /**
@@ -106,7 +113,10 @@ EXPORT_SYMBOL_GPL(kevd_nr_pollers);	/* not public: for kevd's own tests */
 
 /**
  * kevd_poller_pick() - the home poller for a new EVD.
- * @cpu: a CPU hint, or %KEVD_ANY for round robin.
+ * @cpu: a CPU, or %KEVD_ANY for round robin.
+ *
+ * The poller that runs on @cpu; with fewer pollers than CPUs, one chosen
+ * by @cpu's number.
  *
  * Return: a poller.
  */
@@ -115,10 +125,12 @@ struct kevd_poller *kevd_poller_pick(int cpu)
 	unsigned int i;
 
 	if (cpu == KEVD_ANY)
-		i = atomic_inc_return(&kevd_pool.next);
-	else
-		i = cpu;
-	return &kevd_pool.pollers[i % kevd_pool.nr_pollers];
+		return &kevd_pool.pollers[atomic_inc_return(&kevd_pool.next) %
+					  kevd_pool.nr_pollers];
+	for (i = 0; i < kevd_pool.nr_pollers; i++)
+		if (kevd_pool.pollers[i].cpu == cpu)
+			return &kevd_pool.pollers[i];
+	return &kevd_pool.pollers[cpu % kevd_pool.nr_pollers];
 }
 
 static struct kevd_poller *kevd_poller_next(struct kevd_poller *p)
@@ -529,6 +541,32 @@ static int kevd_poller_fn(void *data)
 	return 0;
 }
 
+/*
+ * CPU hotplug: a poller whose CPU goes down may run anywhere until it
+ * comes back (the scheduler moves it, with the EVDs on its lists: nothing
+ * is lost or reordered); then it is bound to it again.
+ */
+static void kevd_poller_bind(int cpu, const struct cpumask *mask)
+{
+	unsigned int i;
+
+	for (i = 0; i < kevd_pool.nr_pollers; i++)
+		if (kevd_pool.pollers[i].cpu == cpu)
+			set_cpus_allowed_ptr(kevd_pool.pollers[i].task, mask);
+}
+
+static int kevd_poller_cpu_online(unsigned int cpu)
+{
+	kevd_poller_bind(cpu, cpumask_of(cpu));
+	return 0;
+}
+
+static int kevd_poller_cpu_down(unsigned int cpu)
+{
+	kevd_poller_bind(cpu, cpu_possible_mask);
+	return 0;
+}
+
 /**
  * kevd_pollers_start() - start the pool (module init).
  * @pass: the poll method: one pass over an EVD the calling poller owns.
@@ -549,6 +587,7 @@ int kevd_pollers_start(kevd_pass_fn pass)
 		return -ENOMEM;
 	kevd_pool.pollers = pollers;
 	kevd_pool.pass = pass;
+	cpus_read_lock();
 	for (i = 0; i < n; i++) {
 		struct kevd_poller *p = &pollers[i];
 
@@ -557,20 +596,33 @@ int kevd_pollers_start(kevd_pass_fn pass)
 		INIT_LIST_HEAD(&p->todo);
 		INIT_LIST_HEAD(&p->again);
 		p->idx = i;
+		/* poller i runs on the i-th online CPU (round robin) */
+		p->cpu = cpumask_nth(i % num_online_cpus(), cpu_online_mask);
 		p->task = kthread_create(kevd_poller_fn, p, "kevd_poll/%u", i);
 		if (IS_ERR(p->task)) {
 			ret = PTR_ERR(p->task);
 			goto err;
 		}
+		set_cpus_allowed_ptr(p->task, cpumask_of(p->cpu));
 		wake_up_process(p->task);
 	}
 	kevd_pool.nr_pollers = n;
+	ret = cpuhp_setup_state_nocalls_cpuslocked(CPUHP_AP_ONLINE_DYN,
+						   "kevd/poller:online",
+						   kevd_poller_cpu_online,
+						   kevd_poller_cpu_down);
+	if (ret < 0)
+		goto err;
+	kevd_pool.hp_state = ret;
+	cpus_read_unlock();
 	return 0;
 err:
 	while (i--)
 		kthread_stop(pollers[i].task);
+	cpus_read_unlock();
 	kvfree(pollers);
 	kevd_pool.pollers = NULL;
+	kevd_pool.nr_pollers = 0;
 	return ret;
 }
 
@@ -586,6 +638,9 @@ void kevd_pollers_stop(void)
 {
 	unsigned int i;
 
+	if (kevd_pool.hp_state > 0)
+		cpuhp_remove_state_nocalls(kevd_pool.hp_state);
+	kevd_pool.hp_state = 0;
 	for (i = 0; i < kevd_pool.nr_pollers; i++)
 		kthread_stop(kevd_pool.pollers[i].task);
 	kvfree(kevd_pool.pollers);

@@ -8,6 +8,7 @@
  * Workers only count; the test thread asserts.
  */
 #include <linux/bitmap.h>
+#include <linux/cpu.h>
 #include <linux/delay.h>
 #include <linux/hrtimer.h>
 #include <linux/kthread.h>
@@ -608,6 +609,111 @@ static void kevd_conc_resize_under_upcalls(struct kunit *test)
 	resize_under_load(test, true);
 }
 
+/* --- CPU hotplug ------------------------------------------------------ */
+
+#define HP_EVDS		8
+#define HP_EVENTS	4000
+
+/**
+ * struct hp_evd - one EVD of the hotplug test and what its upcall saw.
+ * @evd: the EVD.
+ * @next: the next software pointer expected (1, 2, ...).
+ * @delivered: events delivered.
+ * @order_errors: events out of order (or duplicated).
+ */
+struct hp_evd {
+	struct kevd *evd;
+	unsigned long next;
+	atomic_t delivered;
+	atomic_t order_errors;
+};
+
+static void hp_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct hp_evd *h = ctx;
+
+	if ((unsigned long)ev->software.pointer != h->next)
+		atomic_inc(&h->order_errors);
+	h->next = (unsigned long)ev->software.pointer + 1;
+	atomic_inc(&h->delivered);
+}
+
+struct hp_producer {
+	struct hp_evd *hs;
+	atomic_t enospc;
+	struct completion done;
+};
+
+static int hp_producer_fn(void *data)
+{
+	struct hp_producer *p = data;
+	unsigned long seq;
+	int i;
+
+	for (seq = 1; seq <= HP_EVENTS; seq++)
+		for (i = 0; i < HP_EVDS; i++)
+			while (kevd_post_se(p->hs[i].evd, (void *)seq)) {
+				atomic_inc(&p->enospc);	/* full: retry */
+				cond_resched();
+			}
+	complete(&p->done);
+	return 0;
+}
+
+/*
+ * CPU 1 goes offline and online again while events flow to EVDs whose
+ * pollers run on it (and others): each event once, in order, none stuck.
+ */
+static void kevd_conc_cpu_hotplug(struct kunit *test)
+{
+	struct hp_producer *p;
+	struct task_struct *t;
+	struct hp_evd *hs;
+	struct kevd_attr attr;
+	int i, round;
+
+	if (!IS_ENABLED(CONFIG_HOTPLUG_CPU) || num_online_cpus() < 2 ||
+	    !cpu_online(1))
+		kunit_skip(test, "needs CPU 1 and CPU hotplug");
+	hs = kunit_kcalloc(test, HP_EVDS, sizeof(*hs), GFP_KERNEL);
+	p = kunit_kzalloc(test, sizeof(*p), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, hs);
+	KUNIT_ASSERT_NOT_NULL(test, p);
+	for (i = 0; i < HP_EVDS; i++) {
+		kevd_attr_init(&attr);
+		attr.qlen = 64;
+		attr.flags = KEVD_SOFTWARE_FLAG;
+		attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+		attr.upcall = (struct kevd_upcall){ hp_upcall, &hs[i] };
+		attr.cpu = i & 1;	/* half of them served on CPU 1 */
+		hs[i].next = 1;
+		hs[i].evd = kevd_create(NULL, &attr);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hs[i].evd);
+	}
+	p->hs = hs;
+	init_completion(&p->done);
+	t = kthread_run(hp_producer_fn, p, "kevd_test_hp");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	for (round = 0; round < 3; round++) {
+		KUNIT_EXPECT_EQ(test, remove_cpu(1), 0);
+		KUNIT_EXPECT_EQ(test, add_cpu(1), 0);
+	}
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&p->done,
+							  KEVD_STRESS_WAIT), 0);
+	for (i = 0; i < HP_EVDS; i++) {
+		KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&hs[i].delivered,
+							     HP_EVENTS));
+		KUNIT_EXPECT_EQ(test, atomic_read(&hs[i].delivered), HP_EVENTS);
+		KUNIT_EXPECT_EQ(test, atomic_read(&hs[i].order_errors), 0);
+		KUNIT_EXPECT_EQ(test, kevd_modify_upcall(hs[i].evd,
+							 KEVD_UPCALL_TEARDOWN,
+							 NULL, 0), 0);
+		KUNIT_EXPECT_EQ(test, kevd_free(hs[i].evd), 0);
+	}
+	kunit_info(test, "%d posts found a full EVD and retried",
+		   atomic_read(&p->enospc));
+}
+
 static struct kunit_case kevd_conc_cases[] = {
 	KUNIT_CASE_SLOW(kevd_conc_dequeue_and_wait),
 	KUNIT_CASE_SLOW(kevd_conc_upcalls_and_dequeue),
@@ -618,6 +724,7 @@ static struct kunit_case kevd_conc_cases[] = {
 	KUNIT_CASE(kevd_conc_slow_upcall_sheds),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_load),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_upcalls),
+	KUNIT_CASE(kevd_conc_cpu_hotplug),
 	{}
 };
 

@@ -345,9 +345,11 @@ struct kevd_upcall {
  * @upcall_policy: initial &enum kevd_upcall_policy (not TEARDOWN).
  * @upcall: initial upcall object; required unless the policy is DISABLE.
  * @upcall_flag: &enum kevd_upcall_flag.
- * @cpu: poller hint: the CPU whose poller should serve the EVD, or
- *	%KEVD_ANY.
- * @comp_vector: completion vector of the CQ (DTO stream), or %KEVD_ANY.
+ * @cpu: the CPU whose poller serves the EVD (each poller runs on its
+ *	CPU while that CPU is online), or %KEVD_ANY: the CPU of the CQ's
+ *	completion vector where the provider reports it, else round robin.
+ * @comp_vector: completion vector of the CQ (DTO stream), or %KEVD_ANY:
+ *	the vector the fewest of kevd's CQs on the device use.
  * @cq_depth: CQ depth (DTO stream); 0: the queue length, and kevd_resize()
  *	grows the CQ with it.
  * @solicited_only: arm the CQ for solicited completions only.
