@@ -1256,6 +1256,44 @@ static void kevd_consumer_cq_attributes(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * comp_vector = KEVD_ANY spreads a device's CQs over its vectors, as
+ * ib_core does: eight EVDs on four vectors use each twice. A vector
+ * beyond the device's wraps.
+ */
+static void kevd_consumer_vectors_spread(struct kunit *test)
+{
+	struct kevd **evds;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	int use[4] = { }, i, v;
+
+	evds = kunit_kcalloc(test, 9, sizeof(*evds), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, evds);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	KUNIT_ASSERT_EQ(test, fake_hca_ibdev(hca)->num_comp_vectors, 4);
+	kevd_attr_init(&attr);
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	for (i = 0; i < 8; i++) {
+		evds[i] = kevd_create(fake_hca_ibdev(hca), &attr);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evds[i]);
+		v = fake_cq_comp_vector(kevd_cq(evds[i]));
+		KUNIT_ASSERT_TRUE(test, v >= 0 && v < 4);
+		use[v]++;
+	}
+	for (v = 0; v < 4; v++)
+		KUNIT_EXPECT_EQ_MSG(test, use[v], 2, "vector %d", v);
+	attr.comp_vector = 6;
+	evds[8] = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evds[8]);
+	KUNIT_EXPECT_EQ(test, fake_cq_comp_vector(kevd_cq(evds[8])), 2);
+	for (i = 0; i < 9; i++)
+		KUNIT_EXPECT_EQ(test, kevd_free(evds[i]), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- backpressure while upcalls run ------------------------------------- */
 
 struct bp_rec {
@@ -2234,6 +2272,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_ib_event_map),
 	KUNIT_CASE(kevd_consumer_resize_grows_cq),
 	KUNIT_CASE(kevd_consumer_cq_attributes),
+	KUNIT_CASE(kevd_consumer_vectors_spread),
 	KUNIT_CASE(kevd_consumer_backpressure_with_upcalls),
 	KUNIT_CASE(kevd_consumer_counts_balance),
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_random, rnd_kind_gen_params,
