@@ -2,7 +2,8 @@
 /*
  * The global list of EVDs, the statistics totals and debugfs:
  *   /sys/kernel/debug/kevd/stats  totals over every EVD, live and freed
- *   /sys/kernel/debug/kevd/evds   one line per live EVD
+ *   /sys/kernel/debug/kevd/evds   one line per live EVD (a seq_file
+ *                                 iterator: the lock is held per buffer)
  *
  * Locking: kevd_list_lock (a mutex) guards the list, kevd_freed and the
  * id counter. The counters of an EVD are written by their owners without
@@ -196,26 +197,54 @@ static int kevd_stats_show(struct seq_file *m, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(kevd_stats);
 
-static int kevd_evds_show(struct seq_file *m, void *unused)
+/*
+ * The evds file, one line per EVD, through a seq_file iterator: each
+ * buffer's worth of lines (a page, about ten EVDs) is formatted under
+ * kevd_list_lock, which is dropped between them, so creates and frees
+ * wait for ten lines, not for the whole list. An EVD created or freed
+ * between two buffers may shift the rest by a line (seen twice, or
+ * missed once), as in /proc/net files.
+ */
+static void *kevd_evds_start(struct seq_file *m, loff_t *pos)
+	__acquires(&kevd_list_lock)
 {
-	struct kevd_stats st;
-	struct kevd *evd;
-
 	mutex_lock(&kevd_list_lock);
-	list_for_each_entry(evd, &kevd_list, list) {
-		memset(&st, 0, sizeof(st));
-		kevd_read_stats(evd, &st);
-		seq_printf(m, "evd%u qlen=%u count=%u policy=%d flags=0x%x state=0x%x",
-			   evd->id, kevd_ring_qlen(&evd->ring),
-			   kevd_ring_count(&evd->ring),
-			   kevd_snap(evd->policy), evd->flags,
-			   kevd_snap(evd->state));
-		kevd_show_stats(m, &st);
-	}
+	return seq_list_start(&kevd_list, *pos);
+}
+
+static void *kevd_evds_next(struct seq_file *m, void *v, loff_t *pos)
+{
+	return seq_list_next(v, &kevd_list, pos);
+}
+
+static void kevd_evds_stop(struct seq_file *m, void *v)
+	__releases(&kevd_list_lock)
+{
 	mutex_unlock(&kevd_list_lock);
+}
+
+static int kevd_evds_show(struct seq_file *m, void *v)
+{
+	struct kevd *evd = list_entry(v, struct kevd, list);
+	struct kevd_stats st = { };
+
+	lockdep_assert_held(&kevd_list_lock);
+	kevd_read_stats(evd, &st);
+	seq_printf(m, "evd%u qlen=%u count=%u policy=%d flags=0x%x state=0x%x",
+		   evd->id, kevd_ring_qlen(&evd->ring),
+		   kevd_ring_count(&evd->ring), kevd_snap(evd->policy),
+		   evd->flags, kevd_snap(evd->state));
+	kevd_show_stats(m, &st);
 	return 0;
 }
-DEFINE_SHOW_ATTRIBUTE(kevd_evds);
+
+static const struct seq_operations kevd_evds_sops = {
+	.start	= kevd_evds_start,
+	.next	= kevd_evds_next,
+	.stop	= kevd_evds_stop,
+	.show	= kevd_evds_show,
+};
+DEFINE_SEQ_ATTRIBUTE(kevd_evds);
 
 /**
  * kevd_debugfs_init() - create /sys/kernel/debug/kevd.

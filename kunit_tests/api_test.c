@@ -3,6 +3,8 @@
  * kevd_api: every kDAT call's happy path and error paths, the upcall
  * policies and flags, overflow.
  */
+#include <linux/bitmap.h>
+#include <linux/fs.h>
 #include <linux/kthread.h>
 #include <linux/sched.h>
 #include "kevd_test.h"
@@ -785,6 +787,73 @@ static void kevd_api_total_stats(struct kunit *test)
 			before.delivered[KEVD_STREAM_SOFTWARE] + 1);
 }
 
+/*
+ * /sys/kernel/debug/kevd/evds at 10,000 EVDs: each listed exactly once,
+ * read a page at a time while EVDs are created and freed between reads.
+ */
+#define DBG_EVDS	10000
+
+static void kevd_api_debugfs_10k(struct kunit *test)
+{
+	unsigned long *seen, *ours;
+	struct kevd **evds, *extra;
+	unsigned int id, lines = 0, dups = 0, i, max_id = 0;
+	struct file *f;
+	loff_t pos = 0;
+	char *buf, *line, *end;
+	size_t have = 0;
+	ssize_t n;
+
+	f = filp_open("/sys/kernel/debug/kevd/evds", O_RDONLY, 0);
+	if (IS_ERR(f))
+		kunit_skip(test, "debugfs is not mounted");
+	evds = kvcalloc(DBG_EVDS, sizeof(*evds), GFP_KERNEL);
+	buf = kunit_kzalloc(test, 2 * PAGE_SIZE + 1, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, evds);
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	for (i = 0; i < DBG_EVDS; i++) {
+		evds[i] = sw_evd(test, 1);
+		max_id = max(max_id, evds[i]->id);
+	}
+	seen = bitmap_zalloc(max_id + 1, GFP_KERNEL);
+	ours = bitmap_zalloc(max_id + 1, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, seen);
+	KUNIT_ASSERT_NOT_NULL(test, ours);
+	for (i = 0; i < DBG_EVDS; i++)
+		__set_bit(evds[i]->id, ours);
+
+	for (;;) {
+		n = kernel_read(f, buf + have, PAGE_SIZE, &pos);
+		if (n <= 0)
+			break;
+		have += n;
+		buf[have] = 0;
+		/* whole lines only; the rest waits for the next read */
+		for (line = buf; (end = strchr(line, '\n')); line = end + 1) {
+			*end = 0;
+			lines++;
+			if (sscanf(line, "evd%u ", &id) == 1 && id <= max_id &&
+			    test_bit(id, ours) && __test_and_set_bit(id, seen))
+				dups++;
+		}
+		have = strlen(line);
+		memmove(buf, line, have + 1);
+		/* creates and frees are not blocked between two reads */
+		extra = sw_evd(test, 1);
+		KUNIT_EXPECT_EQ(test, kevd_free(extra), 0);
+	}
+	filp_close(f, NULL);
+	KUNIT_EXPECT_EQ(test, n, 0L);
+	KUNIT_EXPECT_EQ(test, dups, 0U);
+	KUNIT_EXPECT_GE(test, lines, (unsigned int)DBG_EVDS);
+	KUNIT_EXPECT_TRUE(test, bitmap_equal(seen, ours, max_id + 1));
+	for (i = 0; i < DBG_EVDS; i++)
+		KUNIT_EXPECT_EQ(test, kevd_free(evds[i]), 0);
+	bitmap_free(seen);
+	bitmap_free(ours);
+	kvfree(evds);
+}
+
 static struct kunit_case kevd_api_cases[] = {
 	KUNIT_CASE(kevd_api_create_errors),
 	KUNIT_CASE(kevd_api_create_query),
@@ -802,6 +871,7 @@ static struct kunit_case kevd_api_cases[] = {
 	KUNIT_CASE(kevd_api_wait_batch),
 	KUNIT_CASE(kevd_api_overflow),
 	KUNIT_CASE(kevd_api_total_stats),
+	KUNIT_CASE_SLOW(kevd_api_debugfs_10k),
 	{}
 };
 
