@@ -6,6 +6,9 @@
 #include <linux/delay.h>
 #include <linux/module.h>
 #include <linux/sched.h>
+#include <linux/fs.h>
+#include <linux/mm.h>
+#include <linux/umh.h>
 #include "kevd_test.h"
 
 /**
@@ -207,3 +210,51 @@ void kevd_rec_upcall(void *ctx, const struct kevd_event *ev, bool more)
 
 MODULE_DESCRIPTION("kevd KUnit tests");
 MODULE_LICENSE("Dual BSD/GPL");
+
+/**
+ * kevd_test_sh() - run a shell command in user space and wait for it.
+ * @cmd: the command, for /bin/sh -c.
+ *
+ * For files the kernel cannot read or write itself (seq_file and tracefs
+ * files have no read_iter/write_iter): the shell copies them to a regular
+ * file, which kevd_test_read_file() reads.
+ *
+ * Return: the command's exit status (0 for success) or a negative errno.
+ */
+int kevd_test_sh(const char *cmd)
+{
+	char **envp = (char *[]){ "HOME=/",
+				  "PATH=/sbin:/bin:/usr/sbin:/usr/bin", NULL };
+	char **argv = (char *[]){ "/bin/sh", "-c", (char *)cmd, NULL };
+
+	return call_usermodehelper(argv[0], argv, envp, UMH_WAIT_PROC);
+}
+
+/**
+ * kevd_test_read_file() - a regular file's text, NUL-terminated.
+ * @path: the file (tmpfs or devtmpfs).
+ * @max: read at most this many bytes.
+ *
+ * Return: a kvmalloc()ed buffer (kvfree() it), or NULL.
+ */
+char *kevd_test_read_file(const char *path, size_t max)
+{
+	char *buf = kvzalloc(max + 1, GFP_KERNEL);
+	struct file *f;
+	loff_t pos = 0;
+	size_t have = 0;
+	ssize_t n;
+
+	if (!buf)
+		return NULL;
+	f = filp_open(path, O_RDONLY, 0);
+	if (IS_ERR(f)) {
+		kvfree(buf);
+		return NULL;
+	}
+	while (have < max &&
+	       (n = kernel_read(f, buf + have, max - have, &pos)) > 0)
+		have += n;
+	filp_close(f, NULL);
+	return buf;
+}
