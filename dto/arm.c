@@ -29,9 +29,10 @@
  * The pass (evd/pass.c) calls this when the EVD is idle; it sits next to
  * the CQ and calls only the CQ's drain.
  *
- * Context: the owning poller thread only.
+ * Context: the owner only (a poller's pass, or a consumer's pull).
  */
 #include "kevd_internal.h"
+#include "kevd_trace.h"
 
 /**
  * kevd_cq_arm_check() - arm the CQ of an idle EVD and check for misses.
@@ -61,13 +62,14 @@ bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs)
 	mode = READ_ONCE(kevd_param_notify_check);
 	if (ret > 0 && mode != KEVD_CHECK_POLL) {
 		evd->postats.repolls++;
+		trace_kevd_arm(evd, ret, true);
 		return true;
 	}
-	if (mode == KEVD_CHECK_REPORT)
-		return false;
-	if (kevd_cq_drain(evd, wcs, 1)) {
+	if (mode != KEVD_CHECK_REPORT && kevd_cq_drain(evd, wcs, 1)) {
 		evd->postats.repolls++;
+		trace_kevd_arm(evd, ret, true);
 		return true;
 	}
+	trace_kevd_arm(evd, ret, false);
 	return false;
 }

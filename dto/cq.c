@@ -70,6 +70,7 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 	};
 	struct ib_cq *cq;
 
+	evd->dev = dev;
 	evd->comp_vector = vector;
 	cq = ib_create_cq(dev, kevd_comp_handler, event_handler, evd, &cq_attr);
 	if (IS_ERR(cq))

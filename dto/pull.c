@@ -21,38 +21,92 @@
  *     the EVD schedules it (kevd_pull_leave()): a poller still covers
  *     EVDs nobody waits on, so no completion stays in the CQ unnoticed.
  *
- * The pull uses a per-CPU buffer for the work completions, with
- * preemption disabled for the pass (it never sleeps).
+ * The pull uses a per-CPU buffer for the work completions, under a local
+ * lock for one drain at a time (it never sleeps).
  *
  * Context: process context (a consumer thread); no kevd lock held.
  */
+#include <linux/sched.h>
+#include <linux/local_lock.h>
 #include <linux/percpu.h>
 #include "kevd_internal.h"
+#include "kevd_trace.h"
 
-/* The work completions of a pull: one buffer per CPU. */
+/*
+ * The work completions of a pull: one buffer per CPU, under a local lock
+ * (preemption off, or on PREEMPT_RT a per-CPU lock) for one drain of at
+ * most KEVD_BATCH at a time, never for the whole pass.
+ */
 struct kevd_pull_buf {
+	local_lock_t lock;
 	struct ib_wc wcs[KEVD_BATCH];
 };
 
-static DEFINE_PER_CPU(struct kevd_pull_buf, kevd_pull_bufs);
+static DEFINE_PER_CPU(struct kevd_pull_buf, kevd_pull_bufs) = {
+	.lock = INIT_LOCAL_LOCK(lock),
+};
+
+/* The arm check may find completions this many times, then a poller goes on. */
+#define KEVD_PULL_REARMS	2
+
+static u32 kevd_pull_drain(struct kevd *evd, u32 want)
+{
+	u32 n;
+
+	local_lock(&kevd_pull_bufs.lock);
+	n = kevd_cq_drain(evd, this_cpu_ptr(&kevd_pull_bufs)->wcs, want);
+	local_unlock(&kevd_pull_bufs.lock);
+	return n;
+}
+
+static bool kevd_pull_arm(struct kevd *evd)
+{
+	bool again;
+
+	local_lock(&kevd_pull_bufs.lock);
+	again = kevd_cq_arm_check(evd, this_cpu_ptr(&kevd_pull_bufs)->wcs);
+	local_unlock(&kevd_pull_bufs.lock);
+	return again;
+}
+
+static u32 kevd_pull_unfence(struct kevd *evd, u32 budget)
+{
+	u32 n;
+
+	local_lock(&kevd_pull_bufs.lock);
+	n = kevd_cq_unfence(evd, this_cpu_ptr(&kevd_pull_bufs)->wcs, budget);
+	local_unlock(&kevd_pull_bufs.lock);
+	return n;
+}
 
 /*
- * Drain, then arm and check, again while the check finds completions.
- * Returns whether the EVD needs another pass (budget used).
+ * Drain in batches, then arm and check, again while the check finds
+ * completions (a few times). Returns whether the EVD needs another pass:
+ * the budget is used, or the check kept finding work.
  */
-static bool kevd_pull_pass(struct kevd *evd, struct ib_wc *wcs, u32 *moved)
+static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
 {
-	u32 budget = READ_ONCE(kevd_param_budget);
+	u32 budget = READ_ONCE(kevd_param_budget), want, n;
+	int rearms = 0;
 
 	kevd_assert_owner(evd);
 	if (unlikely(READ_ONCE(evd->ring.nfenced)))
-		*moved += kevd_cq_unfence(evd, wcs, budget);
-	do {
+		*moved += kevd_pull_unfence(evd, budget);
+	for (;;) {
+		while (*moved < budget) {
+			want = min_t(u32, budget - *moved, KEVD_BATCH);
+			n = kevd_pull_drain(evd, want);
+			*moved += n;
+			if (n < want)	/* empty, a full ring or a parked one */
+				break;
+		}
 		if (*moved >= budget)
 			return true;
-		*moved += kevd_cq_drain(evd, wcs, budget - *moved);
-	} while (kevd_cq_arm_check(evd, wcs));
-	return false;
+		if (!kevd_pull_arm(evd))
+			return false;
+		if (++rearms > KEVD_PULL_REARMS)
+			return true;
+	}
 }
 
 /**
@@ -69,7 +123,6 @@ static bool kevd_pull_pass(struct kevd *evd, struct ib_wc *wcs, u32 *moved)
  */
 bool kevd_pull(struct kevd *evd)
 {
-	struct kevd_pull_buf *buf;
 	u32 moved = 0;
 	bool again;
 
@@ -78,10 +131,17 @@ bool kevd_pull(struct kevd *evd)
 	    !kevd_poll_try_own(evd))
 		return false;
 	clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
-	buf = get_cpu_ptr(&kevd_pull_bufs);
-	again = kevd_pull_pass(evd, buf->wcs, &moved);
-	put_cpu_ptr(&kevd_pull_bufs);
+	again = kevd_pull_pass(evd, &moved);
+	/*
+	 * A pull delivers nothing: if upcalls were enabled meanwhile, the
+	 * events it queued need a poller. Pairs with kevd_modify_upcall()'s
+	 * barrier (policy set, then count read): one of us sees the other.
+	 */
+	smp_mb();
+	if (kevd_upcalls_enabled(READ_ONCE(evd->policy)))
+		again = true;
 	evd->postats.pulls++;
+	trace_kevd_pull(evd, moved, again);
 	kevd_poll_release(evd, again);
 	return true;
 }
@@ -106,14 +166,16 @@ bool kevd_pull_pending(struct kevd *evd)
  * @evd: the EVD; the waiter is no longer registered.
  *
  * The completion handler saw the waiter under evd->lock and woke it
- * instead of scheduling a poller; kevd_wait() unregistered the waiter
- * under the same lock before this, so every such notification is seen
- * here (or was pulled).
+ * instead of scheduling a poller; kevd_wait() unregisters the waiter and
+ * calls this under the same hold of that lock, so every such
+ * notification is seen here (or was pulled), and nothing touches the EVD
+ * after the lock is dropped (kevd_free() may succeed then).
  *
- * Context: process context.
+ * Context: caller holds evd->lock.
  */
 void kevd_pull_leave(struct kevd *evd)
 {
+	lockdep_assert_held(&evd->lock);
 	if (kevd_pull_pending(evd))
 		kevd_schedule(evd);
 }

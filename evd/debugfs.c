@@ -135,7 +135,7 @@ u32 kevd_vector_least_used(struct ib_device *dev, u32 nvec)
 		return 0;
 	mutex_lock(&kevd_list_lock);
 	list_for_each_entry(evd, &kevd_list, list)
-		if (evd->cq && evd->cq->device == dev && evd->comp_vector < nvec)
+		if (evd->dev == dev && evd->comp_vector < nvec)
 			use[evd->comp_vector]++;
 	mutex_unlock(&kevd_list_lock);
 	for (i = 1; i < nvec; i++)
@@ -206,7 +206,6 @@ DEFINE_SHOW_ATTRIBUTE(kevd_stats);
  * missed once), as in /proc/net files.
  */
 static void *kevd_evds_start(struct seq_file *m, loff_t *pos)
-	__acquires(&kevd_list_lock)
 {
 	mutex_lock(&kevd_list_lock);
 	return seq_list_start(&kevd_list, *pos);
@@ -218,7 +217,6 @@ static void *kevd_evds_next(struct seq_file *m, void *v, loff_t *pos)
 }
 
 static void kevd_evds_stop(struct seq_file *m, void *v)
-	__releases(&kevd_list_lock)
 {
 	mutex_unlock(&kevd_list_lock);
 }

@@ -8,7 +8,8 @@
  *
  * Lifetime: a kref. The consumer holds one reference from kevd_create()
  * to kevd_free(); an EVD that names another as its async EVD holds one on
- * it; the debugfs reader holds one while it prints. kevd_free() quiesces
+ * it; the debugfs reader relies on kevd_list_lock instead (an EVD leaves
+ * the list before its last reference goes). kevd_free() quiesces
  * the EVD (no upcall, no poller, no CQ handler) before it drops the
  * consumer's reference.
  */
@@ -17,6 +18,7 @@
 #include <linux/slab.h>
 #include <linux/wait_bit.h>
 #include "kevd_internal.h"
+#include "kevd_trace.h"
 
 static const u32 kevd_stream_flag[KEVD_NR_STREAMS] = {
 	[KEVD_STREAM_DTO]		= KEVD_DTO_FLAG,
@@ -133,6 +135,7 @@ int kevd_raise_overflow(struct kevd *evd, enum kevd_stream stream)
 	};
 
 	kevd_set_overflowed(evd);
+	trace_kevd_overflow(evd, stream);
 	pr_warn_ratelimited("kevd: EVD %u overflowed: a %s event was dropped%s\n",
 			    evd->id, kevd_stream_name(stream),
 			    evd->async_evd ? "" : " (no async EVD)");
@@ -282,6 +285,7 @@ struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
 		atomic_inc(&evd->async_evd->async_users);
 	}
 	kevd_register(evd);
+	trace_kevd_create(evd);
 	return evd;
 
 err_ring:
@@ -341,6 +345,7 @@ int kevd_free(struct kevd *evd)
 	kevd_ring_count_lost(&evd->ring, KEVD_STREAM_DTO, parked, 0);
 	WRITE_ONCE(evd->discarded, kevd_ring_count(&evd->ring) +
 				   kevd_ring_drop_fenced(&evd->ring) + parked);
+	trace_kevd_free(evd);
 	kevd_unregister(evd);
 	if (evd->async_evd) {
 		atomic_dec(&evd->async_evd->async_users);
@@ -672,6 +677,7 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 	mutex_unlock(&evd->resize_mutex);
+	trace_kevd_resize(evd, qlen, ret);
 	if (!ret)
 		kevd_consumer_done(evd);
 	return ret;
@@ -778,16 +784,23 @@ static int kevd_wait_begin(struct kevd *evd, u32 threshold)
 	return ret;
 }
 
-static void kevd_wait_end(struct kevd *evd)
+/*
+ * Unregister the waiter. Everything a wait reads of the EVD afterwards
+ * happens here, under evd->lock: once the waiter is gone kevd_free() may
+ * succeed in another thread.
+ */
+static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
 {
 	unsigned long flags;
 
 	spin_lock_irqsave(&evd->lock, flags);
 	WRITE_ONCE(evd->waiter, NULL);
 	WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_WAITED);
-	spin_unlock_irqrestore(&evd->lock, flags);
 	/* a notification the handler gave the waiter goes to a poller */
 	kevd_pull_leave(evd);
+	*nmore = kevd_ring_count(&evd->ring);
+	trace_kevd_wait_end(evd, ret, *nmore);
+	spin_unlock_irqrestore(&evd->lock, flags);
 }
 
 /**
@@ -803,7 +816,9 @@ static void kevd_wait_end(struct kevd *evd)
  * @threshold 1 and @n large, one wake-up takes a whole burst (an
  * extension beyond DAT, as io_uring's wait for many completions). The
  * remaining timeout shrinks across wake-ups; every exit path leaves the
- * EVD un-waited.
+ * EVD un-waited. A wait whose threshold is already met takes the events
+ * without registering as the waiter: like a dequeue, it must not race
+ * the consumer's own kevd_free() (which refuses only a registered one).
  *
  * Context: process context; sleeps.
  * Return: the number of events taken, 1 .. @n; -ETIMEDOUT, -ERESTARTSYS
@@ -820,6 +835,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 	if (!evd || !evs || !nmore || !threshold || !n)
 		return -EINVAL;
 	might_sleep();
+	trace_kevd_wait_begin(evd, threshold, n);
 	/*
 	 * Enough queued already: take them without registering a waiter
 	 * (two evd->lock round-trips per call saved), as uDAPL's wait first
@@ -830,12 +846,15 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 		got = kevd_take(evd, evs, min_t(u32, n, INT_MAX));
 		if (got) {
 			*nmore = kevd_ring_count(&evd->ring);
+			trace_kevd_wait_end(evd, got, *nmore);
 			return got;
 		}
 	}
 	ret = kevd_wait_begin(evd, threshold);
-	if (ret)
+	if (ret) {
+		trace_kevd_wait_end(evd, ret, 0);
 		return ret;
+	}
 
 	left = timeout_us == KEVD_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :
 	       (long)usecs_to_jiffies(timeout_us);
@@ -869,8 +888,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 			break;
 		}
 	}
-	kevd_wait_end(evd);
-	*nmore = kevd_ring_count(&evd->ring);
+	kevd_wait_end(evd, ret, nmore);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kevd_wait_batch);

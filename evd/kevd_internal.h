@@ -33,8 +33,9 @@
  * says so with kevd_assert_owner().
  *
  * Ownership (the NAPI rule): an EVD whose KEVD_POLL_SCHED bit is set
- * belongs to exactly one poller, which alone drains its CQ, arms the CQ
- * and delivers SINGLE_INSTANCE upcalls. kevd_schedule() from any context
+ * belongs to exactly one owner, which alone drains its CQ, arms the CQ
+ * and delivers SINGLE_INSTANCE upcalls: a poller, or a consumer that
+ * pulls with upcalls disabled (kevd_poll_try_own(), dto/pull.c). kevd_schedule() from any context
  * either takes the bit and queues the EVD, or, if it is taken, sets
  * KEVD_POLL_MISSED so the owner makes one more pass before letting go.
  */
@@ -242,6 +243,8 @@ struct kevd_direct {
  * @notifications: completion notifications received (atomic).
  * @postats: the owning poller's counters.
  * @cq: the CQ of the DTO stream, or NULL.
+ * @dev: its device (fixed at create; the CQ goes before the EVD leaves
+ *	the global list).
  * @comp_vector: its completion vector.
  * @gated_qps: QPs gated (struct kevd_gate, kevd_cq_gate()); changed under
  *	@lock, checked for emptiness without it on every poll.
@@ -291,6 +294,7 @@ struct kevd {
 	struct kevd_poll_stats postats;
 
 	struct ib_cq *cq;
+	struct ib_device *dev;
 	u32 comp_vector;
 	struct list_head gated_qps;
 	bool has_parked;

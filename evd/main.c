@@ -4,6 +4,8 @@
  */
 #include <linux/module.h>
 #include "kevd_internal.h"
+#define CREATE_TRACE_POINTS
+#include "kevd_trace.h"
 
 static int __init kevd_init(void)
 {

@@ -11,6 +11,7 @@
  * run from here and may sleep. No lock is held across a pass.
  */
 #include "kevd_internal.h"
+#include "kevd_trace.h"
 
 /*
  * defer_arm (as NAPI's napi_defer_hard_irqs): an EVD whose pass found
@@ -101,14 +102,17 @@ enum kevd_pass_ret kevd_pass(struct kevd_poller *p, struct kevd *evd,
 	bool notified, again;
 
 	kevd_assert_owner(evd);
+	trace_kevd_pass_begin(evd, budget);
 	notified = test_and_clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
 	work = kevd_pass_work(p, evd, s, &d, budget, &drained);
 	if (work == U32_MAX)
-		return KEVD_PASS_GONE;
+		return KEVD_PASS_GONE;	/* handed off: no pass_end */
 	if (notified && !drained)
 		evd->postats.empty_notifications++;
 	again = work >= budget || kevd_pass_defer_arm(evd, work) ||
 		kevd_cq_arm_check(evd, s->wcs);
 	kevd_direct_end(evd, &d);
+	trace_kevd_pass_end(evd, drained, work,
+			    again ? KEVD_PASS_AGAIN : KEVD_PASS_IDLE);
 	return again ? KEVD_PASS_AGAIN : KEVD_PASS_IDLE;
 }

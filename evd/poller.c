@@ -52,6 +52,7 @@
 #include <linux/slab.h>
 #include <linux/wait_bit.h>
 #include "kevd_internal.h"
+#include "kevd_trace.h"
 
 /**
  * struct kevd_poller - one poller thread.
@@ -186,6 +187,7 @@ bool kevd_schedule(struct kevd *evd)
 			new |= BIT(KEVD_POLL_MISSED);
 	} while (!try_cmpxchg(&evd->poll_state, &val, new));
 
+	trace_kevd_schedule(evd, !(val & BIT(KEVD_POLL_SCHED)));
 	if (val & BIT(KEVD_POLL_SCHED))
 		return false;
 	kevd_poller_enqueue(kevd_poller_target(evd), evd);

@@ -1276,6 +1276,119 @@ static void kevd_dto_dequeue_pulls(struct kunit *test)
 	dto_env_free(test, e);
 }
 
+/* --- the tracepoints --------------------------------------------------- */
+
+#define TRACE_DIR	"/sys/kernel/tracing"
+#define TRACE_COPY	"/dev/kevd-test-trace"
+#define TRACE_ON	"echo > " TRACE_DIR "/trace && echo 1 > " TRACE_DIR "/events/kevd/enable"
+#define TRACE_OFF	"echo 0 > " TRACE_DIR "/events/kevd/enable && " \
+			"cat " TRACE_DIR "/trace > " TRACE_COPY
+
+/* Does the trace hold "<event>: evd=<id><rest>"? */
+static bool trace_has(const char *trace, const char *event, u32 id,
+		      const char *rest)
+{
+	char want[96];
+
+	snprintf(want, sizeof(want), "%s: evd=%u%s", event, id, rest);
+	return strstr(trace, want);
+}
+
+static int trace_waiter_fn(void *data)
+{
+	struct pull_waiter *w = data;
+	struct kevd_event ev;
+	u32 nmore;
+
+	w->rc = kevd_wait(w->evd, 30 * USEC_PER_SEC, 1, &ev, &nmore);
+	complete(&w->done);
+	return 0;
+}
+
+/*
+ * Every kevd tracepoint fires, through tracefs, with the fields of the
+ * EVD it names: create, schedule, pass begin and end, arm, upcall batch
+ * begin and end, wait begin and end, pull, overflow, resize, free.
+ */
+static void kevd_dto_tracepoints(struct kunit *test)
+{
+	struct kevd_upcall up = { dto_upcall, NULL };
+	struct kevd *sw, *conn;
+	struct kevd_event ev = { .event_number = KEVD_CONNECTION_EVENT_BROKEN };
+	struct pull_waiter *w;
+	struct task_struct *t;
+	struct dto_env *e;
+	u32 dto_id, sw_id, conn_id;
+	char *trace;
+	int i;
+
+	if (kevd_test_sh("test -w " TRACE_DIR "/events/kevd/enable"))
+		kunit_skip(test, "no kevd events under " TRACE_DIR);
+	KUNIT_ASSERT_EQ(test, kevd_test_sh(TRACE_ON), 0);
+
+	e = dto_env_new(test, FAKE_HCA_STRICT_REPORT, 64, 64,
+			KEVD_UPCALL_DISABLE, NULL);
+	dto_id = e->evd->id;
+	w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	w->evd = e->evd;
+	init_completion(&w->done);
+	t = kthread_run(trace_waiter_fn, w, "kevd_test_trace");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	KUNIT_ASSERT_TRUE(test, pull_waiting(e->evd));
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	KUNIT_EXPECT_EQ(test, kevd_resize(e->evd, 32), 0);
+
+	up.ctx = &e->rec;
+	sw = kevd_test_create(test, 8, KEVD_SOFTWARE_FLAG,
+			      KEVD_UPCALL_SINGLE_INSTANCE, &up,
+			      KEVD_UPCALL_INVOC_ANY);
+	sw_id = sw->id;
+	KUNIT_ASSERT_EQ(test, kevd_post_se(sw, NULL), 0);
+	kevd_test_flush_pollers(test);
+	conn = kevd_test_create(test, 1, KEVD_CONNECTION_FLAG,
+				KEVD_UPCALL_DISABLE, NULL, 0);
+	conn_id = conn->id;
+	for (i = 0; i < 20; i++)	/* beyond the ring and its headroom */
+		kevd_post_event(conn, &ev);
+
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(sw, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(sw), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
+	dto_env_free(test, e);
+	KUNIT_ASSERT_EQ(test, kevd_test_sh(TRACE_OFF), 0);
+	trace = kevd_test_read_file(TRACE_COPY, 4 << 20);
+	kevd_test_sh("rm -f " TRACE_COPY);
+	KUNIT_ASSERT_NOT_NULL(test, trace);
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_create", dto_id,
+					  " flags=0x20 qlen=64 policy=0"));
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_wait_begin", dto_id,
+					  " threshold=1 n=1"));
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_pull", dto_id, " "));
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_arm", dto_id, " "));
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_wait_end", dto_id,
+					  " ret=1 "));
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_resize", dto_id,
+					  " qlen=32 ret=0"));
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_free", dto_id,
+					  " discarded=0"));
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_schedule", sw_id, " "));
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_pass_begin", sw_id,
+					  " budget="));
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_pass_end", sw_id, " "));
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_upcall_batch_begin",
+					  sw_id, " policy=1 n=1"));
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_upcall_batch_end",
+					  sw_id, " policy=1 n=1"));
+	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_overflow", conn_id,
+					  " stream=3"));
+	kvfree(trace);
+}
+
 static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_status_map),
 	KUNIT_CASE(kevd_dto_opcode_map),
@@ -1289,6 +1402,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_backpressure),
 	KUNIT_CASE_PARAM(kevd_dto_wait_pulls, dto_mode_gen_params),
 	KUNIT_CASE(kevd_dto_dequeue_pulls),
+	KUNIT_CASE(kevd_dto_tracepoints),
 	KUNIT_CASE(kevd_dto_cq_overrun),
 	KUNIT_CASE(kevd_dto_free_with_qp),
 	KUNIT_CASE(kevd_dto_post_ib_event),

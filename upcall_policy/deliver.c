@@ -41,6 +41,7 @@
  * held events when the upcall was invoked.
  */
 #include "kevd_internal.h"
+#include "kevd_trace.h"
 
 /* May a batch run now? Counts it if so. Takes evd->lock. */
 static bool kevd_deliver_begin(struct kevd *evd, int *policy,
@@ -246,6 +247,9 @@ static __always_inline void kevd_batch_loop(struct kevd_batch *b,
 static u32 kevd_batch_run(struct kevd_poller *p, struct kevd_batch *b,
 			  const struct kevd_upcall *upcall)
 {
+	int policy = b->evs ? KEVD_UPCALL_MANY : KEVD_UPCALL_SINGLE_INSTANCE;
+
+	trace_kevd_upcall_batch_begin(b->evd, policy, b->n);
 	kevd_poller_upcall_begin(p, b->evd, b);
 	if (b->claim)
 		kevd_batch_loop(b, upcall, KEVD_BATCH_CLAIM);
@@ -254,6 +258,7 @@ static u32 kevd_batch_run(struct kevd_poller *p, struct kevd_batch *b,
 	else
 		kevd_batch_loop(b, upcall, KEVD_BATCH_EVS);
 	kevd_poller_upcall_end(p, b->evd);
+	trace_kevd_upcall_batch_end(b->evd, policy, b->n);
 	return b->n;
 }
 
@@ -426,6 +431,7 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 
 	if (policy == KEVD_UPCALL_NOTIFY) {
 		n = 0;
+		trace_kevd_upcall_batch_begin(evd, policy, 1);
 		kevd_poller_upcall_begin(p, evd, NULL);
 		if (!kevd_upcall_gen_changed(evd, b.gen)) {
 			evd->postats.upcalls++;
@@ -433,6 +439,7 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 			n = 1;
 		}
 		kevd_poller_upcall_end(p, evd);
+		trace_kevd_upcall_batch_end(evd, policy, n);
 		kevd_deliver_end(evd, policy);
 		return n;
 	}

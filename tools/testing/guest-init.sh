@@ -20,6 +20,7 @@ mount -t proc proc /proc 2>/dev/null
 mount -t sysfs sysfs /sys 2>/dev/null
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 # A writable scratch dir. Under UML the root is the host's / read-only,
 # and the clone (with the staged modules) may itself live under /tmp:
 # the harness passes a dir of its own to mount over (kevd_tmp).
