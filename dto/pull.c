@@ -49,12 +49,16 @@ static DEFINE_PER_CPU(struct kevd_pull_buf, kevd_pull_bufs) = {
 /* The arm check may find completions this many times, then a poller goes on. */
 #define KEVD_PULL_REARMS	2
 
-static u32 kevd_pull_drain(struct kevd *evd, u32 want)
+/* Drain up to @want, or (@unfence) drain and queue the fenced events. */
+static u32 kevd_pull_drain(struct kevd *evd, u32 want, bool unfence)
 {
+	struct ib_wc *wcs;
 	u32 n;
 
 	local_lock(&kevd_pull_bufs.lock);
-	n = kevd_cq_drain(evd, this_cpu_ptr(&kevd_pull_bufs)->wcs, want);
+	wcs = this_cpu_ptr(&kevd_pull_bufs)->wcs;
+	n = unfence ? kevd_cq_unfence(evd, wcs, want) :
+		      kevd_cq_drain(evd, wcs, want);
 	local_unlock(&kevd_pull_bufs.lock);
 	return n;
 }
@@ -69,16 +73,6 @@ static bool kevd_pull_arm(struct kevd *evd)
 	return again;
 }
 
-static u32 kevd_pull_unfence(struct kevd *evd, u32 budget)
-{
-	u32 n;
-
-	local_lock(&kevd_pull_bufs.lock);
-	n = kevd_cq_unfence(evd, this_cpu_ptr(&kevd_pull_bufs)->wcs, budget);
-	local_unlock(&kevd_pull_bufs.lock);
-	return n;
-}
-
 /*
  * Drain in batches, then arm and check, again while the check finds
  * completions (a few times). Returns whether the EVD needs another pass:
@@ -91,11 +85,11 @@ static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
 
 	kevd_assert_owner(evd);
 	if (unlikely(READ_ONCE(evd->ring.nfenced)))
-		*moved += kevd_pull_unfence(evd, budget);
+		*moved += kevd_pull_drain(evd, budget, true);
 	for (;;) {
 		while (*moved < budget) {
 			want = min_t(u32, budget - *moved, KEVD_BATCH);
-			n = kevd_pull_drain(evd, want);
+			n = kevd_pull_drain(evd, want, false);
 			*moved += n;
 			if (n < want)	/* empty, a full ring or a parked one */
 				break;
