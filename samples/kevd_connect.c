@@ -49,6 +49,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 #include <kevd/kevd.h>
+#include "kevd_compat.h"
 
 static char *devices = "siw0@fe80::2,rxe0@fe80::3";
 module_param(devices, charp, 0444);

@@ -11,6 +11,7 @@
 #include <linux/inet.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
+#include "kevd_compat.h"
 #include "kevd_rc.h"
 
 #define KEVD_RC_WAIT_US	(30 * USEC_PER_SEC)

@@ -59,15 +59,21 @@ preflight() {
 	log "host: ${model:-unknown CPU}, $(nproc) CPUs, ${feats:-no AVX}, $x"
 }
 
+# The headers of the kernels kevd supports on Debian 12: its default
+# (linux-headers-amd64, 6.1) and 6.12.
 ensure_distro_headers() {
-	dpkg-query -W -f='${Status}' linux-headers-6.12-amd64 2>/dev/null |
-		grep -q 'install ok installed' && return 0
-	log "installing linux-headers-6.12-amd64 (distro compile check)"
+	local p missing=()
+	for p in linux-headers-6.12-amd64 linux-headers-amd64; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+			grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -gt 0 ] || return 0
+	log "installing ${missing[*]} (distro compile checks)"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y -qq linux-headers-6.12-amd64 >&2 ||
+	apt-get install -y -qq "${missing[@]}" >&2 ||
 		{ apt-get update -qq >&2 &&
-		  apt-get install -y -qq linux-headers-6.12-amd64 >&2; } ||
-		die "apt-get install linux-headers-6.12-amd64 failed"
+		  apt-get install -y -qq "${missing[@]}" >&2; } ||
+		die "apt-get install ${missing[*]} failed"
 }
 
 ksrc_version() {

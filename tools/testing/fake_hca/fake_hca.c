@@ -104,8 +104,18 @@ static void fake_notify(struct fake_cq *fcq)
 	}
 }
 
+/*
+ * 6.12 passes the uverbs attributes, 6.1 the udata (Kbuild detects
+ * which); unused either way.
+ */
+#ifdef KEVD_CREATE_CQ_TAKES_ATTRS
+#define FAKE_CREATE_CQ_ARG	struct uverbs_attr_bundle *attrs
+#else
+#define FAKE_CREATE_CQ_ARG	struct ib_udata *udata
+#endif
+
 static int fake_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
-			  struct uverbs_attr_bundle *attrs)
+			  FAKE_CREATE_CQ_ARG)
 {
 	struct fake_cq *fcq = to_fcq(ibcq);
 	u32 size;
