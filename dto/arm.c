@@ -41,7 +41,11 @@
  *
  * A CQ whose drain stopped at a full ring is not armed: the consumer's
  * next dequeue reschedules the EVD. Nor is one held by a parked
- * completion (kevd_cq_gate()).
+ * completion (kevd_cq_gate()). An arm that fails (the provider's error)
+ * leaves the CQ unarmed, so no notification would come: the EVD then
+ * needs another pass, and its CQ is polled on every pass until an arm
+ * succeeds (warned once per failure streak). Nothing is lost; the cost is
+ * a poller that keeps passing over it.
  *
  * Context: the owning poller thread.
  * Return: true if the EVD needs another pass.
@@ -59,6 +63,15 @@ bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs)
 	      IB_CQ_REPORT_MISSED_EVENTS;
 	ret = ib_req_notify_cq(evd->cq, how);
 	evd->postats.arms++;
+	if (unlikely(ret < 0)) {
+		if (!evd->arm_failed)
+			pr_warn_ratelimited("kevd: EVD %u: ib_req_notify_cq() failed (%d): its CQ is polled on every pass until an arm succeeds\n",
+					    evd->id, ret);
+		evd->arm_failed = true;
+		trace_kevd_arm(evd, ret, true);
+		return true;
+	}
+	evd->arm_failed = false;
 	mode = READ_ONCE(kevd_param_notify_check);
 	if (ret > 0 && mode != KEVD_CHECK_POLL) {
 		evd->postats.repolls++;

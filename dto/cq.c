@@ -78,9 +78,14 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 	evd->cq = cq;
 	evd->cq_follows_qlen = !attr->cq_depth;
 	evd->solicited_only = attr->solicited_only;
-	/* Nothing can be in it yet: a plain arm is enough. */
-	ib_req_notify_cq(cq, attr->solicited_only ? IB_CQ_SOLICITED :
-						  IB_CQ_NEXT_COMP);
+	/*
+	 * Nothing can be in it yet: a plain arm is enough. If it fails, the
+	 * creator schedules a pass, which polls and arms again
+	 * (kevd_cq_arm_check()).
+	 */
+	if (ib_req_notify_cq(cq, attr->solicited_only ? IB_CQ_SOLICITED :
+							IB_CQ_NEXT_COMP) < 0)
+		evd->arm_failed = true;
 	evd->postats.arms++;
 	return 0;
 }

@@ -286,6 +286,8 @@ struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
 	}
 	kevd_register(evd);
 	trace_kevd_create(evd);
+	if (evd->arm_failed)	/* the CQ is not armed: a pass arms it */
+		kevd_schedule(evd);
 	return evd;
 
 err_ring:

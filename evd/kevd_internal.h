@@ -253,6 +253,8 @@ struct kevd_direct {
  * @cq_follows_qlen: the CQ's depth came from the queue length (kevd_cq_fit()).
  * @solicited_only: arm for solicited completions only.
  * @cq_error_reported: an IB_EVENT_CQ_ERR was turned into an overflow.
+ * @arm_failed: the last ib_req_notify_cq() failed (owner only): the CQ is
+ *	polled on every pass until an arm succeeds.
  * @discarded: events queued when kevd_free() discarded them.
  * @async_evd: receives this EVD's async errors; holds a reference.
  * @async_users: EVDs that use this one as their async EVD.
@@ -302,6 +304,7 @@ struct kevd {
 	bool cq_follows_qlen;
 	bool solicited_only;
 	bool cq_error_reported;
+	bool arm_failed;
 	u64 discarded;
 
 	struct kevd *async_evd;

@@ -1389,6 +1389,45 @@ static void kevd_dto_tracepoints(struct kunit *test)
 	kvfree(trace);
 }
 
+/*
+ * A provider whose ib_req_notify_cq() fails leaves the CQ unarmed: no
+ * notification comes, so the owner polls the CQ on every pass until an
+ * arm succeeds. Every completion arrives, in order, before and after the
+ * arms work again. (Before, the error was ignored and the EVD went idle
+ * with its CQ unarmed: the completions after it stayed in the CQ.)
+ */
+static void kevd_dto_arm_fails(struct kunit *test)
+{
+	struct kevd_param p;
+	struct dto_env *e;
+	u64 arms;
+	int i;
+
+	e = dto_env_new(test, FAKE_HCA_STRICT_REPORT, 64, 64,
+			KEVD_UPCALL_SINGLE_INSTANCE, NULL);
+	fake_cq_fail_arms(e->cq, -EIO);
+	for (i = 0; i < 20; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&e->rec.delivered, 20));
+	for (i = 0; i < 20; i++)	/* no notification: found by polling */
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&e->rec.delivered, 40));
+	KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
+	arms = p.stats.arms;
+	fake_cq_fail_arms(e->cq, 0);
+	for (i = 0; i < 20; i++)	/* armed again: notified as usual */
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&e->rec.delivered, 60));
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.delivered), 60);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.order_errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&e->rec.bad), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
+	KUNIT_EXPECT_GT(test, p.stats.arms, arms);
+	KUNIT_EXPECT_TRUE(test, fake_cq_empty(e->cq));
+	dto_env_free(test, e);
+}
+
 static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_status_map),
 	KUNIT_CASE(kevd_dto_opcode_map),
@@ -1403,6 +1442,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE_PARAM(kevd_dto_wait_pulls, dto_mode_gen_params),
 	KUNIT_CASE(kevd_dto_dequeue_pulls),
 	KUNIT_CASE(kevd_dto_tracepoints),
+	KUNIT_CASE(kevd_dto_arm_fails),
 	KUNIT_CASE(kevd_dto_cq_overrun),
 	KUNIT_CASE(kevd_dto_free_with_qp),
 	KUNIT_CASE(kevd_dto_post_ib_event),

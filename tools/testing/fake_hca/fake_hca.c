@@ -36,6 +36,7 @@ struct fake_cq {
 	atomic_t irq_pending;	/* the IPI is queued, the handler not begun */
 	atomic_t irq_inflight;	/* IPIs queued and not finished */
 	int comp_vector;	/* as create_cq received it */
+	int arm_error;		/* req_notify_cq fails with it (0: works) */
 };
 
 static struct fake_cq *to_fcq(struct ib_cq *cq)
@@ -221,6 +222,11 @@ static int fake_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags how)
 
 	spin_lock_irqsave(&fcq->lock, flags);
 	fcq->st.arms++;
+	if (fcq->arm_error) {		/* fake_cq_fail_arms(): not armed */
+		ret = fcq->arm_error;
+		spin_unlock_irqrestore(&fcq->lock, flags);
+		return ret;
+	}
 	fcq->armed = how & IB_CQ_SOLICITED_MASK;
 	if (fcq->head != fcq->tail) {
 		if (fake_lenient(hca)) {
@@ -555,6 +561,27 @@ void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx)
 	spin_unlock_irqrestore(&fcq->lock, flags);
 }
 EXPORT_SYMBOL_GPL(fake_cq_set_arm_hook);
+
+/**
+ * fake_cq_fail_arms() - make req_notify_cq fail, as a provider may.
+ * @cq: a fake CQ.
+ * @err: the negative errno it returns from now on, or 0 to arm again.
+ *
+ * A failed arm leaves the CQ unarmed: no completion notifies until an
+ * arm succeeds.
+ *
+ * Context: any.
+ */
+void fake_cq_fail_arms(struct ib_cq *cq, int err)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+	unsigned long flags;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	fcq->arm_error = err;
+	spin_unlock_irqrestore(&fcq->lock, flags);
+}
+EXPORT_SYMBOL_GPL(fake_cq_fail_arms);
 
 /**
  * fake_cq_fire() - a spurious notification, armed or not.

@@ -70,6 +70,7 @@ int fake_cq_add_seq_burst(struct ib_cq *cq, u32 n);
 int fake_cq_start_firing(struct ib_cq *cq);
 void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx);
 void fake_cq_fire(struct ib_cq *cq);
+void fake_cq_fail_arms(struct ib_cq *cq, int err);
 void fake_cq_set_irq_cpu(struct ib_cq *cq, int cpu);
 void fake_cq_overrun(struct ib_cq *cq);
 u32 fake_cq_count(struct ib_cq *cq);
