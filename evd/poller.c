@@ -199,21 +199,33 @@ bool kevd_schedule(struct kevd *evd)
  * again (we keep ownership). After a successful let-go the EVD may be
  * freed at once: do not touch it (wake_up_var() only hashes the address).
  */
-static void kevd_poll_complete(struct kevd_poller *p, struct kevd *evd)
+/*
+ * The owner's end of a pass: keep @evd (return true) if it needs another
+ * pass (@again) or was scheduled meanwhile (MISSED), else let go. The
+ * caller queues a kept EVD. After a let-go @evd may be freed at once.
+ */
+static bool kevd_poll_let_go(struct kevd *evd, bool again)
 {
 	unsigned long val = READ_ONCE(evd->poll_state), new;
 
 	do {
 		new = val & ~(BIT(KEVD_POLL_SCHED) | BIT(KEVD_POLL_MISSED));
-		if ((val & BIT(KEVD_POLL_MISSED)) &&
+		if ((again || (val & BIT(KEVD_POLL_MISSED))) &&
 		    !(val & BIT(KEVD_POLL_DEAD)))
 			new |= BIT(KEVD_POLL_SCHED);
 	} while (!try_cmpxchg(&evd->poll_state, &val, new));
 
 	if (new & BIT(KEVD_POLL_SCHED))
-		kevd_poller_requeue(p, evd);
-	else if (val & BIT(KEVD_POLL_DEAD))
+		return true;
+	if (val & BIT(KEVD_POLL_DEAD))
 		wake_up_var(&evd->poll_state);	/* kevd_poll_wait_idle() */
+	return false;
+}
+
+static void kevd_poll_complete(struct kevd_poller *p, struct kevd *evd)
+{
+	if (kevd_poll_let_go(evd, false))
+		kevd_poller_requeue(p, evd);
 }
 
 /**
@@ -254,21 +266,10 @@ bool kevd_poll_try_own(struct kevd *evd)
  */
 void kevd_poll_release(struct kevd *evd, bool again)
 {
-	unsigned long val = READ_ONCE(evd->poll_state), new;
-
 	kevd_assert_owner(evd);
 	WRITE_ONCE(evd->busy_owner, NULL);
-	do {
-		new = val & ~(BIT(KEVD_POLL_SCHED) | BIT(KEVD_POLL_MISSED));
-		if ((again || (val & BIT(KEVD_POLL_MISSED))) &&
-		    !(val & BIT(KEVD_POLL_DEAD)))
-			new |= BIT(KEVD_POLL_SCHED);
-	} while (!try_cmpxchg(&evd->poll_state, &val, new));
-
-	if (new & BIT(KEVD_POLL_SCHED))
+	if (kevd_poll_let_go(evd, again))
 		kevd_poller_enqueue(kevd_poller_target(evd), evd);
-	else if (val & BIT(KEVD_POLL_DEAD))
-		wake_up_var(&evd->poll_state);	/* kevd_poll_wait_idle() */
 }
 
 /**
