@@ -469,20 +469,6 @@ static int kevd_waiter_fn(void *data)
 	return 0;
 }
 
-static bool kevd_wait_state(struct kevd *evd)
-{
-	unsigned long end = jiffies + KEVD_TEST_WAIT;
-	struct kevd_param p;
-
-	for (;;) {
-		if (kevd_query(evd, &p) || (p.state & KEVD_STATE_WAITED))
-			return true;
-		if (time_after(jiffies, end))
-			return false;
-		schedule_timeout_uninterruptible(1);
-	}
-}
-
 static void kevd_api_wait(struct kunit *test)
 {
 	struct kevd_upcall up = { kevd_rec_upcall, NULL };
@@ -524,7 +510,7 @@ static void kevd_api_wait(struct kunit *test)
 	init_completion(&w->done);
 	task = kthread_run(kevd_waiter_fn, w, "kevd_test_wait");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
-	KUNIT_ASSERT_TRUE(test, kevd_wait_state(evd));
+	KUNIT_ASSERT_TRUE(test, kevd_test_waiting(evd));
 	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 1, &ev, &nmore), -EBUSY);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), -EBUSY);
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_SINGLE_INSTANCE,
@@ -542,7 +528,7 @@ static void kevd_api_wait(struct kunit *test)
 	w->threshold = 3;
 	task = kthread_run(kevd_waiter_fn, w, "kevd_test_wait");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
-	KUNIT_ASSERT_TRUE(test, kevd_wait_state(evd));
+	KUNIT_ASSERT_TRUE(test, kevd_test_waiting(evd));
 	KUNIT_EXPECT_EQ(test, kevd_set_unwaitable(evd, true), 0);
 	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done,
 							  KEVD_TEST_WAIT), 0);
@@ -686,7 +672,7 @@ static void kevd_api_wait_batch(struct kunit *test)
 	init_completion(&w->done);
 	task = kthread_run(kevd_batch_waiter_fn, w, "kevd_test_wait");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
-	KUNIT_ASSERT_TRUE(test, kevd_wait_state(evd));
+	KUNIT_ASSERT_TRUE(test, kevd_test_waiting(evd));
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_SINGLE_INSTANCE,
 						 &up, 0), -EBUSY);
 	for (i = 10; i < 14; i++)

@@ -1183,19 +1183,6 @@ static int pull_waiter_fn(void *data)
 	return 0;
 }
 
-static bool pull_waiting(struct kevd *evd)
-{
-	unsigned long end = jiffies + KEVD_TEST_WAIT;
-	struct kevd_param p;
-
-	while (!kevd_query(evd, &p) && !(p.state & KEVD_STATE_WAITED)) {
-		if (time_after(jiffies, end))
-			return false;
-		cond_resched();
-	}
-	return true;
-}
-
 /*
  * A waiter with upcalls disabled pulls its completions itself: the
  * completion handler wakes it instead of a poller, on all four notify
@@ -1218,7 +1205,7 @@ static void kevd_dto_wait_pulls(struct kunit *test)
 	init_completion(&w->done);
 	task = kthread_run(pull_waiter_fn, w, "kevd_test_pull");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
-	KUNIT_ASSERT_TRUE(test, pull_waiting(e->evd));
+	KUNIT_ASSERT_TRUE(test, kevd_test_waiting(e->evd));
 	for (i = 0; i < 20; i++) {
 		for (j = 0; j < 10; j++)
 			KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
@@ -1335,7 +1322,7 @@ static void kevd_dto_tracepoints(struct kunit *test)
 	init_completion(&w->done);
 	t = kthread_run(trace_waiter_fn, w, "kevd_test_trace");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
-	KUNIT_ASSERT_TRUE(test, pull_waiting(e->evd));
+	KUNIT_ASSERT_TRUE(test, kevd_test_waiting(e->evd));
 	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
 	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done,
 							  KEVD_TEST_WAIT), 0);

@@ -16,4 +16,8 @@ unsigned int kevd_nr_pollers(void);
 bool kevd_test_wait_count(atomic_t *v, int target);
 bool kevd_test_wait_count_for(atomic_t *v, int target, unsigned long bound);
 
+struct kevd;
+/* Wait until a thread waits in kevd_wait() on @evd (60 s bound). */
+bool kevd_test_waiting(struct kevd *evd);
+
 #endif /* _KEVD_TEST_EXPORT_H */

@@ -258,3 +258,23 @@ char *kevd_test_read_file(const char *path, size_t max)
 	filp_close(f, NULL);
 	return buf;
 }
+
+/**
+ * kevd_test_waiting() - wait (bounded) until a thread waits in kevd_wait().
+ * @evd: the EVD.
+ *
+ * Return: true once kevd_query() shows KEVD_STATE_WAITED (or fails);
+ * false if the bound ran out.
+ */
+bool kevd_test_waiting(struct kevd *evd)
+{
+	unsigned long end = jiffies + KEVD_TEST_WAIT;
+	struct kevd_param p;
+
+	while (!kevd_query(evd, &p) && !(p.state & KEVD_STATE_WAITED)) {
+		if (time_after(jiffies, end))
+			return false;
+		schedule_timeout_uninterruptible(1);
+	}
+	return true;
+}
