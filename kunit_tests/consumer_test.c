@@ -1294,6 +1294,175 @@ static void kevd_consumer_vectors_spread(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* --- a DAT consumer that pulls, in batches ------------------------------ */
+
+/**
+ * struct pull_cons - a consumer thread on a DTO EVD with upcalls disabled.
+ * @evd: the EVD.
+ * @n: completions to take with kevd_wait_batch().
+ * @taken: taken so far (cookies 0, 1, ... expected).
+ * @order_errors: cookies out of order.
+ * @rc: the first error, or 0.
+ * @done: completed when it stops.
+ */
+struct pull_cons {
+	struct kevd *evd;
+	u32 n;
+	u32 taken;
+	u32 order_errors;
+	int rc;
+	struct completion done;
+};
+
+static int pull_cons_fn(void *data)
+{
+	struct pull_cons *c = data;
+	struct kevd_event evs[4];
+	u32 nmore;
+	int r, i;
+
+	while (c->taken < c->n) {
+		r = kevd_wait_batch(c->evd, 30 * USEC_PER_SEC, 1, evs,
+				    ARRAY_SIZE(evs), &nmore);
+		if (r < 0) {
+			c->rc = r;
+			break;
+		}
+		for (i = 0; i < r; i++, c->taken++)
+			if (evs[i].dto.cookie != c->taken)
+				c->order_errors++;
+	}
+	complete(&c->done);
+	return 0;
+}
+
+/*
+ * What a DAT consumer does by default: upcalls disabled, a thread that
+ * waits, here for up to four events per call, then dequeues in batches.
+ * Every completion once and in CQ order; the consumer pulled the CQ
+ * itself (stats.pulls: its first pull comes before it sleeps).
+ */
+static void kevd_consumer_pull_batches(struct kunit *test)
+{
+	struct kevd_event *evs;
+	struct task_struct *t;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct pull_cons *c;
+	struct kevd_param p;
+	unsigned long end;
+	u32 taken = 0;
+	struct kevd *evd;
+	int i, n;
+
+	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	evs = kunit_kcalloc(test, 8, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, c && evs);
+	hca = fake_hca_create(FAKE_HCA_STRICT_IGNORE);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.cq_depth = 512;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+
+	c->evd = evd;
+	c->n = 300;
+	init_completion(&c->done);
+	t = kthread_run(pull_cons_fn, c, "kevd_cons_pull");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	KUNIT_ASSERT_TRUE(test, kevd_test_waiting(evd));
+	for (i = 0; i < 300; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&c->done, CONS_WAIT),
+			0);
+	KUNIT_EXPECT_EQ(test, c->rc, 0);
+	KUNIT_EXPECT_EQ(test, c->taken, 300U);
+	KUNIT_EXPECT_EQ(test, c->order_errors, 0U);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_GE(test, p.stats.pulls, 1ULL);
+
+	/* the same consumer, now dequeuing: the rest in batches of 8 */
+	for (i = 0; i < 100; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
+	end = jiffies + CONS_WAIT;
+	while (taken < 100 && time_before(jiffies, end)) {
+		n = kevd_dequeue_batch(evd, evs, 8);
+		if (n == -EAGAIN) {	/* a poller held the EVD just then */
+			cond_resched();
+			continue;
+		}
+		KUNIT_ASSERT_GT(test, n, 0);
+		for (i = 0; i < n; i++, taken++)
+			KUNIT_EXPECT_EQ(test, evs[i].dto.cookie, (u64)taken + 300);
+	}
+	KUNIT_EXPECT_EQ(test, taken, 100U);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs, 8), -EAGAIN);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], 400ULL);
+	KUNIT_EXPECT_TRUE(test, fake_cq_empty(kevd_cq(evd)));
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/* An upcall that counts completions and checks their cookies' order. */
+struct arm_rec {
+	atomic_t n;
+	atomic_t order_errors;
+	u64 next;
+};
+
+static void arm_rec_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct arm_rec *r = ctx;
+
+	if (ev->dto.cookie != r->next)
+		atomic_inc(&r->order_errors);
+	r->next = ev->dto.cookie + 1;
+	atomic_inc(&r->n);
+}
+
+/*
+ * A provider whose arms fail (ib_req_notify_cq() < 0) notifies nothing:
+ * kevd polls its CQ until an arm works again. Every completion arrives.
+ */
+static void kevd_consumer_arm_failure(struct kunit *test)
+{
+	struct arm_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd *evd;
+	int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = (struct kevd_upcall){ arm_rec_upcall, r };
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	fake_cq_fail_arms(kevd_cq(evd), -EIO);
+	for (i = 0; i < 40; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->n, 40));
+	fake_cq_fail_arms(kevd_cq(evd), 0);
+	for (i = 0; i < 20; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->n, 60));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->n), 60);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->order_errors), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- backpressure while upcalls run ------------------------------------- */
 
 struct bp_rec {
@@ -2273,6 +2442,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_resize_grows_cq),
 	KUNIT_CASE(kevd_consumer_cq_attributes),
 	KUNIT_CASE(kevd_consumer_vectors_spread),
+	KUNIT_CASE(kevd_consumer_pull_batches),
+	KUNIT_CASE(kevd_consumer_arm_failure),
 	KUNIT_CASE(kevd_consumer_backpressure_with_upcalls),
 	KUNIT_CASE(kevd_consumer_counts_balance),
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_random, rnd_kind_gen_params,
