@@ -3,7 +3,7 @@
 #
 # init of the kevd test kernels (UML with the host's / as hostfs root, or
 # the QEMU initramfs). The kernel command line passes:
-#   kevd_mode=check|run    what to do
+#   kevd_mode=check|run|bench|distro  what to do
 #   kevd_stage=DIR         root of lib/modules/<release>/ (UML: the host
 #                          path of the staging dir; QEMU: /)
 #   kevd_tmp=DIR           where to mount a scratch tmpfs (default /tmp)
@@ -12,7 +12,8 @@
 # This script sets up the guest and dispatches on kevd_mode; the suites
 # and modes are in guest/: ktap.sh (the KTAP emitter), lib.sh (modules,
 # soft RDMA devices), modparams.sh, kunit.sh, bench.sh (the smoke suite
-# and the full benchmark), e2e.sh, demo.sh (kevd_mode=run).
+# and the full benchmark), e2e.sh, demo.sh (kevd_mode=run), distro.sh
+# (kevd_mode=distro: Debian's own kernel image).
 
 # shellcheck disable=SC2034 # IP, params_dir: used by guest/*.sh
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -54,7 +55,7 @@ params_dir=/sys/module/kevd/parameters
 # /guest in the initramfs), one file each, sourced: they share this
 # shell's state (the soft RDMA devices are set up once per boot).
 guest_dir=${0%/*}/guest
-for f in ktap lib modparams kunit bench e2e demo; do
+for f in ktap lib modparams kunit bench e2e demo distro; do
 	if [ -r "$guest_dir/$f.sh" ]; then
 		# shellcheck source=/dev/null
 		. "$guest_dir/$f.sh"
@@ -73,6 +74,9 @@ check)
 	;;
 bench|bench:*)
 	if bench_run; then echo "KEVD-HARNESS: bench ok"; else echo "KEVD-HARNESS: bench failed"; fi
+	;;
+distro)
+	distro_suite
 	;;
 run)
 	if demo; then echo "KEVD-HARNESS: run ok"; else echo "KEVD-HARNESS: run failed"; fi

@@ -24,7 +24,7 @@ die() { printf '[kevd-test] error: %s\n' "$*" >&2; exit 1; }
 # Debian packages the harness needs; installed with apt-get when missing.
 KEVD_DEPS="linux-source-6.12 build-essential flex bison bc libelf-dev libssl-dev
 	cpio python3 sparse spin kmod busybox-static rsync iproute2 perl patch
-	qemu-system-x86"
+	qemu-system-x86 dkms"
 
 ensure_deps() {
 	local missing="" p

@@ -15,24 +15,30 @@ unload_all() {
 	return 0
 }
 
-# Soft RDMA devices: siw over lo, rxe over a dummy netdev. Once per boot:
+# Soft RDMA devices: siw and rxe, each over a dummy netdev. Once per boot:
 # the benchmark smoke and the e2e suite share them.
 rdma_devices() {
 	[ -n "${rdma_up:-}" ] && return 0
-	$MP siw && $MP rdma_rxe && $MP dummy numdummies=0 || return 1
+	$MP siw || return 1
+	rxe_device || return 1
 	# rdma_cm does not run over lo (nor with 127/8 on another netdev):
 	# siw gets its own dummy netdev with an IPv6 link-local address that
-	# never leaves the guest; rxe uses raw verbs and its GID on dummy0 in
-	# kevd_pingpong, rdma_cm to fe80::3 on dummy0 in kevd_connect.
-	$IP link set lo up
-	$IP link add dummy0 type dummy && $IP link set dummy0 up || return 1
+	# never leaves the guest.
 	$IP link add dummy1 type dummy && $IP link set dummy1 up || return 1
 	$IP -6 addr add fe80::2/64 dev dummy1 nodad || return 1
-	$IP -6 addr add fe80::3/64 dev dummy0 nodad || return 1
 	rdma link add siw0 type siw netdev dummy1 || return 1
-	rdma link add rxe0 type rxe netdev dummy0 || return 1
 	rdma_up=1
 	rdma link show
+}
+
+# rxe0 on dummy0, fe80::3: kevd_pingpong and kevd_connect reach it there
+# with rdma_cm (their default addresses).
+rxe_device() {
+	$MP rdma_rxe && $MP dummy numdummies=0 || return 1
+	$IP link set lo up
+	$IP link add dummy0 type dummy && $IP link set dummy0 up || return 1
+	$IP -6 addr add fe80::3/64 dev dummy0 nodad || return 1
+	rdma link add rxe0 type rxe netdev dummy0
 }
 
 # kevd_connect's device list: the soft devices and their rdma_cm addresses.
