@@ -15,7 +15,9 @@
 #   lib/modules/<release>/updates/kevd.ko        (then depmod for <release>)
 #   usr/share/kevd/include/kevd/kevd.h           the public API
 #   usr/share/kevd/<release>/Module.symvers      kevd's exported symbols
-# <release> is KDIR's own (include/config/kernel.release), not uname -r.
+# <release> is KDIR's own, not uname -r: UTS_RELEASE of its utsrelease.h,
+# the release modules_install and the module's vermagic use (Debian's 6.1
+# headers say 6.1.192 in include/config/kernel.release, for 6.1.0-57-amd64).
 # kevd.ko is signed only when KDIR has its signing key (distribution
 # headers have none: sign it with your own key, as DKMS does with its MOK).
 # A consumer module builds against them with, in its Kbuild:
@@ -24,7 +26,8 @@
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 HARNESS := $(CURDIR)/tools/testing/kevd-test
-KREL = $(shell cat $(KDIR)/include/config/kernel.release 2>/dev/null)
+KREL = $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"$$/\1/p' \
+	$(KDIR)/include/generated/utsrelease.h 2>/dev/null)
 KEVD_SHARE = $(INSTALL_MOD_PATH)/usr/share/kevd
 
 all: modules
@@ -39,7 +42,7 @@ all-modules:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) KEVD_MODULES=all modules
 
 install: modules
-	@test -n "$(KREL)" || { echo "no $(KDIR)/include/config/kernel.release: is KDIR a configured kernel tree?" >&2; exit 1; }
+	@test -n "$(KREL)" || { echo "no UTS_RELEASE in $(KDIR)/include/generated/utsrelease.h: is KDIR a configured kernel tree?" >&2; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_DIR=updates \
 		$(if $(wildcard $(KDIR)/certs/signing_key.pem),,CONFIG_MODULE_SIG_ALL=) \
 		modules_install
