@@ -226,8 +226,8 @@ distro_boot() {
 		build_initramfs "$t"
 		# One TCG thread for two vCPUs: with thread=multi, Debian's
 		# 6.12 image took an "Oops: int3" in enqueue_timer during early
-		# boot (1 boot in 3; a text_poke_bp() of its static keys seen
-		# by the other vCPU mid-patch); 16 boots of 16 passed single.
+		# boot (once in 14 boots; a text_poke_bp() of its static keys seen
+		# by the other vCPU mid-patch, we think); 16 of 16 passed single.
 		timeout -k 10 "$SMP_TIMEOUT" qemu-system-x86_64 \
 			-accel tcg,thread=single -smp 2 -m 1024 -cpu max \
 			-kernel "$DIMG/boot/vmlinuz-$rel" \
