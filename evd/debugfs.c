@@ -98,6 +98,25 @@ void kevd_register(struct kevd *evd)
 }
 
 /**
+ * kevd_nr_evds() - the number of live EVDs.
+ *
+ * Not public: for kevd's own tests (a failed create registers nothing).
+ *
+ * Context: process context; takes kevd_list_lock.
+ * Return: the EVDs created and not yet freed.
+ */
+unsigned int kevd_nr_evds(void)
+{
+	unsigned int n;
+
+	mutex_lock(&kevd_list_lock);
+	n = list_count_nodes(&kevd_list);
+	mutex_unlock(&kevd_list_lock);
+	return n;
+}
+EXPORT_SYMBOL_GPL(kevd_nr_evds);	/* not public: for kevd's own tests */
+
+/**
  * kevd_unregister() - take a quiesced EVD off the list; keep its counts.
  * @evd: the EVD.
  *

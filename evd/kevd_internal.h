@@ -506,6 +506,7 @@ void kevd_poller_upcall_begin(struct kevd_poller *p, struct kevd *evd,
 void kevd_poller_upcall_end(struct kevd_poller *p, struct kevd *evd);
 bool kevd_poller_handoff(struct kevd_poller *p, struct kevd *evd);
 unsigned int kevd_nr_pollers(void);
+unsigned int kevd_nr_evds(void);
 
 /*
  * kevd_assert_owner() - on kernels with lockdep, warn unless the caller is

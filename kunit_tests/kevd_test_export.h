@@ -11,6 +11,7 @@
 
 /* The number of poller threads (evd/poller.c). */
 unsigned int kevd_nr_pollers(void);
+unsigned int kevd_nr_evds(void);
 
 /* Wait until *@v >= @target (60 s bound); false if the bound ran out. */
 bool kevd_test_wait_count(atomic_t *v, int target);

@@ -13,7 +13,7 @@
 # and modes are in guest/: ktap.sh (the KTAP emitter), lib.sh (modules,
 # soft RDMA devices), modparams.sh, kunit.sh, bench.sh (the smoke suite
 # and the full benchmark), e2e.sh, demo.sh (kevd_mode=run), distro.sh
-# (kevd_mode=distro: Debian's own kernel image).
+# (kevd_mode=distro: Debian's own kernel image), faults.sh (kmemleak).
 
 # shellcheck disable=SC2034 # IP, params_dir: used by guest/*.sh
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -55,7 +55,7 @@ params_dir=/sys/module/kevd/parameters
 # /guest in the initramfs), one file each, sourced: they share this
 # shell's state (the soft RDMA devices are set up once per boot).
 guest_dir=${0%/*}/guest
-for f in ktap lib modparams kunit bench e2e demo distro; do
+for f in ktap lib modparams kunit bench e2e demo distro faults; do
 	if [ -r "$guest_dir/$f.sh" ]; then
 		# shellcheck source=/dev/null
 		. "$guest_dir/$f.sh"
@@ -71,6 +71,7 @@ check)
 	kunit_suites
 	bench_smoke_suite
 	e2e_suite iterations=400 depth=16 rounds=3
+	kmemleak_suite
 	;;
 bench|bench:*)
 	if bench_run; then echo "KEVD-HARNESS: bench ok"; else echo "KEVD-HARNESS: bench failed"; fi

@@ -143,7 +143,7 @@ kernel_arch() {
 kernel_frags() {
 	local c=$KEVD_TESTING/configs
 	case $1 in
-	uml) echo "$c/common.config $c/uml.config" ;;
+	uml) echo "$c/common.config $c/uml.config $c/fault.config" ;;
 	smp) echo "$c/common.config $c/smp.config" ;;
 	smp-nodebug) echo "$c/common.config $c/smp.config $c/nodebug.config $c/smp-nodebug.config" ;;
 	uml-nodebug) echo "$c/common.config $c/uml.config $c/nodebug.config" ;;

@@ -17,6 +17,8 @@ struct fake_hca {
 	struct ib_device ibdev;
 	enum fake_hca_mode mode;
 	bool no_resize;		/* resize_cq fails, as siw's (none) */
+	int create_error;	/* create_cq fails with it (0: works) */
+	int resize_error;	/* resize_cq fails with it (0: works) */
 };
 
 struct fake_cq {
@@ -37,6 +39,7 @@ struct fake_cq {
 	atomic_t irq_inflight;	/* IPIs queued and not finished */
 	int comp_vector;	/* as create_cq received it */
 	int arm_error;		/* req_notify_cq fails with it (0: works) */
+	int poll_error;		/* poll_cq fails with it (0: works) */
 };
 
 static struct fake_cq *to_fcq(struct ib_cq *cq)
@@ -121,6 +124,8 @@ static int fake_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 	struct fake_cq *fcq = to_fcq(ibcq);
 	u32 size;
 
+	if (READ_ONCE(to_hca(ibcq->device)->create_error))
+		return READ_ONCE(to_hca(ibcq->device)->create_error);
 	if (!attr->cqe || attr->cqe > (1 << 22))
 		return -EINVAL;
 	size = roundup_pow_of_two(attr->cqe);
@@ -160,6 +165,8 @@ static int fake_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 
 	if (to_hca(ibcq->device)->no_resize)
 		return -EOPNOTSUPP;
+	if (READ_ONCE(to_hca(ibcq->device)->resize_error))
+		return READ_ONCE(to_hca(ibcq->device)->resize_error);
 	if (cqe <= 0 || cqe > (1 << 22))
 		return -EINVAL;
 	size = roundup_pow_of_two(cqe);
@@ -193,6 +200,11 @@ static int fake_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 
 	spin_lock_irqsave(&fcq->lock, flags);
 	fcq->st.polls++;
+	if (fcq->poll_error) {		/* fake_cq_fail_polls(): nothing taken */
+		n = fcq->poll_error;
+		spin_unlock_irqrestore(&fcq->lock, flags);
+		return n;
+	}
 	head = fcq->head;
 	while (n < num && head != fcq->tail)
 		wc[n++] = fcq->q[head++ & fcq->mask];
@@ -263,6 +275,28 @@ void fake_hca_set_no_resize(struct fake_hca *hca, bool no_resize)
 	hca->no_resize = no_resize;
 }
 EXPORT_SYMBOL_GPL(fake_hca_set_no_resize);
+
+/**
+ * fake_hca_fail_create_cq() - make create_cq fail, as a provider may.
+ * @hca: the device.
+ * @err: the negative errno create_cq returns; 0: it works again.
+ */
+void fake_hca_fail_create_cq(struct fake_hca *hca, int err)
+{
+	WRITE_ONCE(hca->create_error, err);
+}
+EXPORT_SYMBOL_GPL(fake_hca_fail_create_cq);
+
+/**
+ * fake_hca_fail_resize_cq() - make resize_cq fail, as a provider may.
+ * @hca: the device.
+ * @err: the negative errno resize_cq returns; 0: it works again.
+ */
+void fake_hca_fail_resize_cq(struct fake_hca *hca, int err)
+{
+	WRITE_ONCE(hca->resize_error, err);
+}
+EXPORT_SYMBOL_GPL(fake_hca_fail_resize_cq);
 
 /**
  * fake_hca_create() - a fake device.
@@ -582,6 +616,23 @@ void fake_cq_fail_arms(struct ib_cq *cq, int err)
 	spin_unlock_irqrestore(&fcq->lock, flags);
 }
 EXPORT_SYMBOL_GPL(fake_cq_fail_arms);
+
+/**
+ * fake_cq_fail_polls() - make poll_cq fail, as a provider may (a CQ in
+ * error): it returns @err and takes nothing; the CQEs stay queued.
+ * @cq: the CQ.
+ * @err: the negative errno; 0: polls work again.
+ */
+void fake_cq_fail_polls(struct ib_cq *cq, int err)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+	unsigned long flags;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	fcq->poll_error = err;
+	spin_unlock_irqrestore(&fcq->lock, flags);
+}
+EXPORT_SYMBOL_GPL(fake_cq_fail_polls);
 
 /**
  * fake_cq_fire() - a spurious notification, armed or not.

@@ -59,6 +59,8 @@ struct fake_hca;
 struct fake_hca *fake_hca_create(enum fake_hca_mode mode);
 void fake_hca_destroy(struct fake_hca *hca);
 void fake_hca_set_no_resize(struct fake_hca *hca, bool no_resize);
+void fake_hca_fail_create_cq(struct fake_hca *hca, int err);
+void fake_hca_fail_resize_cq(struct fake_hca *hca, int err);
 struct ib_device *fake_hca_ibdev(struct fake_hca *hca);
 const char *fake_hca_mode_name(enum fake_hca_mode mode);
 
@@ -71,6 +73,7 @@ int fake_cq_start_firing(struct ib_cq *cq);
 void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx);
 void fake_cq_fire(struct ib_cq *cq);
 void fake_cq_fail_arms(struct ib_cq *cq, int err);
+void fake_cq_fail_polls(struct ib_cq *cq, int err);
 void fake_cq_set_irq_cpu(struct ib_cq *cq, int cpu);
 void fake_cq_overrun(struct ib_cq *cq);
 u32 fake_cq_count(struct ib_cq *cq);
