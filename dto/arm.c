@@ -45,7 +45,10 @@
  * leaves the CQ unarmed, so no notification would come: the EVD then
  * needs another pass, and its CQ is polled on every pass until an arm
  * succeeds (warned once per failure streak). Nothing is lost; the cost is
- * a poller that keeps passing over it.
+ * a poller that keeps passing over it. After a failed poll
+ * (kevd_cq_poll()) the CQ counts as empty: it is armed without asking for
+ * missed events and not checked, and the next notification brings what
+ * it holds, rather than a pass that polls a CQ in error without end.
  *
  * Context: the owning poller thread.
  * Return: true if the EVD needs another pass.
@@ -59,9 +62,17 @@ bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs)
 	/* a parked completion holds the CQ: kevd_cq_ungate() reschedules */
 	if (!evd->cq || READ_ONCE(evd->cq_stalled) || evd->has_parked)
 		return false;
-	how = (evd->solicited_only ? IB_CQ_SOLICITED : IB_CQ_NEXT_COMP) |
-	      IB_CQ_REPORT_MISSED_EVENTS;
-	ret = ib_req_notify_cq(evd->cq, how);
+	how = evd->solicited_only ? IB_CQ_SOLICITED : IB_CQ_NEXT_COMP;
+	if (unlikely(evd->poll_failed)) {
+		/* the CQ in error counts as empty: wait for a notification */
+		evd->poll_failed = false;
+		ret = ib_req_notify_cq(evd->cq, how);
+		evd->postats.arms++;
+		evd->arm_failed = ret < 0;
+		trace_kevd_arm(evd, ret, ret < 0);
+		return ret < 0;
+	}
+	ret = ib_req_notify_cq(evd->cq, how | IB_CQ_REPORT_MISSED_EVENTS);
 	evd->postats.arms++;
 	if (unlikely(ret < 0)) {
 		if (!evd->arm_failed)

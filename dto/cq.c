@@ -143,6 +143,21 @@ static bool kevd_cq_gated(struct kevd *evd, struct ib_qp *qp)
 	return gated;
 }
 
+/*
+ * The provider's poll failed (a CQ in error): the CQ counts as empty until
+ * its next notification (kevd_cq_arm_check() arms it without asking for
+ * missed events), so no pass or pull spins on it. ib_core's own polling
+ * would requeue forever where the provider reports missed events.
+ */
+static void kevd_cq_poll_failed(struct kevd *evd, int err)
+{
+	if (!evd->poll_warned)	/* once per EVD */
+		pr_warn("kevd: EVD %u: ib_poll_cq() failed (%d): its CQ counts as empty until its next notification\n",
+			evd->id, err);
+	evd->poll_warned = true;
+	evd->poll_failed = true;
+}
+
 /* kevd_cq_poll() while QPs are gated or a completion is parked. */
 static int kevd_cq_poll_gated(struct kevd *evd, int n, struct ib_wc *wcs)
 {
@@ -191,11 +206,17 @@ static int kevd_cq_poll_gated(struct kevd *evd, int n, struct ib_wc *wcs)
  */
 int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 {
+	int ret;
+
 	kevd_assert_owner(evd);
 	/* list_empty() reads once: the list is changed under evd->lock */
 	if (likely(list_empty(&evd->gated_qps) && !evd->has_parked))
-		return ib_poll_cq(evd->cq, n, wcs);
-	return kevd_cq_poll_gated(evd, n, wcs);
+		ret = ib_poll_cq(evd->cq, n, wcs);
+	else
+		ret = kevd_cq_poll_gated(evd, n, wcs);
+	if (unlikely(ret < 0 && ret != -EAGAIN))
+		kevd_cq_poll_failed(evd, ret);
+	return ret;
 }
 
 /**
@@ -386,7 +407,10 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
 		if (!resv)
 			break;
 		n = kevd_cq_poll(evd, resv, wcs);
-		/* held by a parked completion (or a provider error): not empty */
+		/*
+		 * held by a parked completion: not empty; a provider error
+		 * ends the drain (kevd_cq_poll_failed())
+		 */
 		kevd_cq_commit(evd, wcs, max(n, 0), resv);
 		if (n < 0)
 			break;
