@@ -71,6 +71,7 @@ check)
 	kunit_suites
 	bench_smoke_suite
 	e2e_suite iterations=400 depth=16 rounds=3
+	lifecycle_suite
 	kmemleak_suite
 	;;
 bench|bench:*)

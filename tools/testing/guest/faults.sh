@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 # shellcheck shell=sh disable=SC2154 # set by guest-init.sh
 #
-# The kevd_kmemleak suite, on kernels with kmemleak (the UML kernel:
-# tools/testing/configs/fault.config). Sourced by guest-init.sh.
+# The kevd_lifecycle and kevd_kmemleak suites, on the kernel with
+# kmemleak (the UML kernel: tools/testing/configs/fault.config). Sourced
+# by guest-init.sh.
 
 # Last in the boot, after every other suite has loaded and unloaded its
 # modules: a kmemleak scan must find nothing unreferenced. kmemleak
@@ -21,6 +22,83 @@ kmemleak_suite() {
 	else
 		sed 's/^/# /' $kl | head -n 200
 		ktap_result not-ok no_unreferenced_objects "$leaks unreferenced objects"
+	fi
+	ktap_end
+}
+
+# Active objects of the kmalloc caches, or nothing without /proc/slabinfo.
+kmalloc_objects() {
+	[ -r /proc/slabinfo ] &&
+		awk '/^kmalloc-/ { n += $2 } END { print n + 0 }' /proc/slabinfo
+}
+
+# The module lifecycle (UML, before kevd_kmemleak, which then covers it):
+# kevd_cycles (default 100) times, load kevd with one of four parameter
+# sets, kevd_lifecycle (EVDs on every stream: software, the CM streams
+# with an async EVD, DTO on the fake HCA and on rxe0), unload all. Then a
+# consumer that leaves three EVDs open at its unload: kevd must report
+# each, by name and owner, free them, and unload itself.
+lifecycle_suite() {
+	[ -e /sys/kernel/debug/kmemleak ] || return 0
+	cycles=${kevd_cycles:-100}
+	lc_log=$TMP/kevd-lifecycle.log
+	: >"$lc_log"
+	ktap_begin kevd_lifecycle 4
+	rdma_devices >/dev/null 2>&1
+	ok=0 i=0 bad=
+	before=
+	while [ $i -lt "$cycles" ]; do
+		case $((i % 4)) in
+		0) p="default_policy=disable nr_pollers=1" ;;
+		1) p="default_policy=single poll_budget=1 defer_arm=0" ;;
+		2) p="default_policy=notify default_qlen=4096 notify_check=poll" ;;
+		*) p="default_policy=many nr_pollers=2 defer_arm=64" ;;
+		esac
+		# shellcheck disable=SC2086 # $p: several parameters
+		if $MP kevd $p >>"$lc_log" 2>&1 &&
+		   $MP kevd_lifecycle device=rxe0 >>"$lc_log" 2>&1 &&
+		   rmmod kevd_lifecycle && rmmod kevd_fake_hca && rmmod kevd; then
+			ok=$((ok + 1))
+		else
+			bad="cycle $i ($p): $(tail -n 2 "$lc_log" | tr '\n' ' ')"
+			rmmod kevd_lifecycle 2>/dev/null
+			unload_all
+		fi
+		# the first cycles warm the caches; count from the tenth
+		[ $i = 9 ] && before=$(kmalloc_objects)
+		i=$((i + 1))
+	done
+	after=$(kmalloc_objects)
+	if [ $ok = "$cycles" ]; then
+		ktap_result ok "load_use_unload_${cycles}_cycles"
+	else
+		ktap_result not-ok "load_use_unload_${cycles}_cycles" "$ok of $cycles; $bad"
+	fi
+	if dmesg | grep -q 'kevd: kevd_lifecycle left'; then
+		ktap_result not-ok no_evd_left_by_a_clean_consumer "$(dmesg | grep 'kevd: kevd_lifecycle left' | head -n 1)"
+	else
+		ktap_result ok no_evd_left_by_a_clean_consumer
+	fi
+	# a leak of one object per cycle would show as $cycles - 10 more
+	if [ -z "$before" ] || [ -z "$after" ]; then
+		ktap_result skip kmalloc_objects_flat "no /proc/slabinfo"
+	elif [ $((after - before)) -lt $((cycles - 10)) ]; then
+		echo "# kmalloc objects: $before after 10 cycles, $after after $cycles"
+		ktap_result ok kmalloc_objects_flat
+	else
+		ktap_result not-ok kmalloc_objects_flat "$before after 10 cycles, $after after $cycles"
+	fi
+	# a consumer that leaves EVDs open
+	$MP kevd >>"$lc_log" 2>&1 && $MP kevd_lifecycle leak=1 >>"$lc_log" 2>&1 &&
+		rmmod kevd_lifecycle
+	reported=$(dmesg | grep -c 'kevd: kevd_lifecycle left evd[0-9]* open .*: freed')
+	dmesg | grep 'kevd: kevd_lifecycle left' | sed 's/^/# /'
+	if [ "$reported" = 3 ] && ! grep -q . /sys/kernel/debug/kevd/evds &&
+	   rmmod kevd_fake_hca && rmmod kevd; then
+		ktap_result ok evds_left_open_reported_and_freed
+	else
+		ktap_result not-ok evds_left_open_reported_and_freed "$reported of 3 reported"
+		unload_all
 	fi
 	ktap_end
 }

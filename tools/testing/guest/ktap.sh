@@ -17,10 +17,12 @@ ktap_begin() { # name count
 	ktap_n=0
 	ktap_fail=0
 }
-ktap_result() { # ok|not-ok name [diag]
+ktap_result() { # ok|not-ok|skip name [diag]
 	ktap_n=$((ktap_n + 1))
 	if [ "$1" = ok ]; then
 		echo "    ok $ktap_n $2"
+	elif [ "$1" = skip ]; then
+		echo "    ok $ktap_n $2 # SKIP $3"
 	else
 		[ -n "$3" ] && echo "    # $2: $3"
 		echo "    not ok $ktap_n $2"
