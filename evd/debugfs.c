@@ -117,6 +117,32 @@ unsigned int kevd_nr_evds(void)
 EXPORT_SYMBOL_GPL(kevd_nr_evds);	/* not public: for kevd's own tests */
 
 /**
+ * kevd_get_owned() - the newest live EVD that @mod created.
+ * @mod: the module, or NULL for EVDs that no module owns.
+ *
+ * Newest first: an EVD created later may use an older one as its async
+ * EVD, so freeing in this order frees both.
+ *
+ * Context: process context; takes kevd_list_lock.
+ * Return: the EVD with a reference held (kevd_put() it), or NULL.
+ */
+struct kevd *kevd_get_owned(struct module *mod)
+{
+	struct kevd *evd, *found = NULL;
+
+	mutex_lock(&kevd_list_lock);
+	list_for_each_entry_reverse(evd, &kevd_list, list) {
+		if (READ_ONCE(evd->owner) == mod) {
+			kevd_get(evd);
+			found = evd;
+			break;
+		}
+	}
+	mutex_unlock(&kevd_list_lock);
+	return found;
+}
+
+/**
  * kevd_unregister() - take a quiesced EVD off the list; keep its counts.
  * @evd: the EVD.
  *

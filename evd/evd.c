@@ -74,15 +74,6 @@ static void kevd_release(struct kref *ref)
 }
 
 /**
- * kevd_get() - take a reference.
- * @evd: the EVD.
- */
-void kevd_get(struct kevd *evd)
-{
-	kref_get(&evd->ref);
-}
-
-/**
  * kevd_put() - drop a reference; the last one frees the memory.
  * @evd: the EVD.
  */
@@ -214,10 +205,13 @@ static int kevd_check_attr(struct ib_device *dev, const struct kevd_attr *attr)
 }
 
 /**
- * kevd_create() - create an EVD.
+ * __kevd_create() - create an EVD; consumers call kevd_create().
  * @dev: the device of the DTO stream's CQ; may be NULL without
  *	%KEVD_DTO_FLAG.
  * @attr: attributes, from kevd_attr_init() and the consumer.
+ * @owner: the module that owns it (THIS_MODULE of the caller; NULL when
+ *	built in). If that module unloads with the EVD open, kevd reports
+ *	it and frees it (evd/main.c).
  *
  * With %KEVD_DTO_FLAG the EVD owns a CQ on @dev (kevd_cq()), armed and
  * served by a poller thread. The queue length may be larger than asked;
@@ -230,7 +224,8 @@ static int kevd_check_attr(struct ib_device *dev, const struct kevd_attr *attr)
  * function, a bad upcall flag or CPU, or an async EVD without the async
  * stream; -ENOMEM; or the error of ib_create_cq().
  */
-struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
+struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
+			   struct module *owner)
 {
 	u32 headroom = 0, vector;
 	struct kevd *evd;
@@ -266,6 +261,7 @@ struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr)
 	evd->upcall = attr->upcall;
 	evd->upcall_flag = attr->upcall_flag;
 	evd->state = KEVD_STATE_OPEN;
+	evd->owner = owner;
 
 	if (attr->flags & KEVD_DTO_FLAG) {
 		/* the CQ's vector, then the poller where it interrupts */
@@ -296,7 +292,7 @@ err_free:
 	kfree(evd);
 	return ERR_PTR(ret);
 }
-EXPORT_SYMBOL_GPL(kevd_create);
+EXPORT_SYMBOL_GPL(__kevd_create);
 
 /**
  * kevd_free() - destroy an EVD.

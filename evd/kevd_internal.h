@@ -265,6 +265,9 @@ struct kevd_direct {
  * @ref: the EVD's lifetime.
  * @list: on the global list of EVDs (debugfs, totals).
  * @id: a number for debugfs.
+ * @owner: the module that created the EVD (kevd_create()'s THIS_MODULE;
+ *	NULL when built in, or once reported at its unload: evd/main.c).
+ *	Compared, never dereferenced.
  */
 struct kevd {
 	struct kevd_ring ring;
@@ -318,6 +321,7 @@ struct kevd {
 	struct kref ref;
 	struct list_head list;
 	unsigned int id;
+	struct module *owner;
 };
 
 /* evd/evd.c: what the CM binding (cm/cm.c) needs */
@@ -395,7 +399,15 @@ static inline enum kevd_stream kevd_event_stream(u32 event_number)
 }
 
 /* evd/evd.c */
-void kevd_get(struct kevd *evd);
+/**
+ * kevd_get() - take a reference (kevd_put() drops it).
+ * @evd: the EVD.
+ */
+static inline void kevd_get(struct kevd *evd)
+{
+	kref_get(&evd->ref);
+}
+
 void kevd_put(struct kevd *evd);
 int kevd_raise_overflow(struct kevd *evd, enum kevd_stream stream);
 
@@ -512,6 +524,7 @@ void kevd_poller_upcall_end(struct kevd_poller *p, struct kevd *evd);
 bool kevd_poller_handoff(struct kevd_poller *p, struct kevd *evd);
 unsigned int kevd_nr_pollers(void);
 unsigned int kevd_nr_evds(void);
+struct kevd *kevd_get_owned(struct module *mod);
 
 /*
  * kevd_assert_owner() - on kernels with lockdep, warn unless the caller is

@@ -1,11 +1,63 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
- * kevd module init and exit: the poller pool and debugfs.
+ * kevd module init and exit: the poller pool and debugfs; and the EVDs
+ * that a consumer module leaves open when it unloads.
+ *
+ * A consumer must free its EVDs before its module goes (its upcalls are
+ * code of that module). When it does not, kevd reports each EVD it left,
+ * by name and owner, as the module goes (MODULE_STATE_GOING: its exit has
+ * run, its code is still there), and frees it. An EVD that cannot be
+ * freed (QPs on its CQ, another EVD or a CM binding using it) has its
+ * upcalls torn down, so no code of the gone module runs, and stays; kevd
+ * then takes a reference on itself: its completion handler remains the
+ * CQ's, so kevd.ko must not unload (rmmod says it is in use).
  */
 #include <linux/module.h>
 #include "kevd_internal.h"
 #define CREATE_TRACE_POINTS
 #include "kevd_trace.h"
+
+/* Free, or at least silence, the EVDs @mod left open (see the top). */
+static void kevd_reap(struct module *mod, const char *who)
+{
+	struct kevd_param param;
+	struct kevd *evd;
+	int ret;
+
+	while ((evd = kevd_get_owned(mod))) {
+		kevd_query(evd, &param);
+		ret = kevd_free(evd);
+		if (!ret) {
+			pr_err("kevd: %s left evd%u open (qlen %u, flags 0x%x, %u events queued): freed\n",
+			       who, evd->id, param.qlen, param.flags, param.count);
+		} else {
+			pr_err("kevd: %s left evd%u open (qlen %u, flags 0x%x): still in use (%d), upcalls torn down; kevd stays loaded\n",
+			       who, evd->id, param.qlen, param.flags, ret);
+			kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN, NULL,
+					   KEVD_UPCALL_INVOC_ANY);
+			WRITE_ONCE(evd->owner, NULL);	/* compared no more */
+			if (mod)
+				__module_get(THIS_MODULE);
+		}
+		kevd_put(evd);
+		if (ret && !mod)
+			break;	/* at kevd's exit: nothing more to do */
+	}
+}
+
+static int kevd_module_notify(struct notifier_block *nb, unsigned long action,
+			      void *data)
+{
+	struct module *mod = data;
+
+	if (action == MODULE_STATE_GOING)
+		kevd_reap(mod, mod->name);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block kevd_module_nb = {
+	.notifier_call = kevd_module_notify,
+};
 
 static int __init kevd_init(void)
 {
@@ -14,6 +66,11 @@ static int __init kevd_init(void)
 	ret = kevd_pollers_start(kevd_pass);
 	if (ret) {
 		pr_err("kevd: cannot start the poller threads: %d\n", ret);
+		return ret;
+	}
+	ret = register_module_notifier(&kevd_module_nb);
+	if (ret) {
+		kevd_pollers_stop();
 		return ret;
 	}
 	kevd_debugfs_init();
@@ -25,6 +82,9 @@ static int __init kevd_init(void)
 
 static void __exit kevd_exit(void)
 {
+	unregister_module_notifier(&kevd_module_nb);
+	/* built-in creators only: a module's EVDs went with it */
+	kevd_reap(NULL, "the kernel");
 	kevd_debugfs_exit();
 	kevd_pollers_stop();
 }

@@ -448,7 +448,22 @@ struct kevd_param {
 #define KEVD_TIMEOUT_INFINITE	U32_MAX
 
 void kevd_attr_init(struct kevd_attr *attr);
-struct kevd *kevd_create(struct ib_device *dev, const struct kevd_attr *attr);
+struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
+			   struct module *owner);
+
+/**
+ * kevd_create() - create an EVD, owned by the calling module.
+ * @dev: the device of the DTO stream's CQ, or NULL without that stream.
+ * @attr: its attributes (kevd_attr_init(), then the consumer's changes).
+ *
+ * __kevd_create() with the caller's module as the owner, as ib_core's
+ * ib_alloc_cq() names its caller: an EVD its module leaves open at unload
+ * is reported by that name, then freed (Documentation/kevd/api.rst).
+ *
+ * Context: process context; may sleep.
+ * Return: see __kevd_create().
+ */
+#define kevd_create(dev, attr)	__kevd_create(dev, attr, THIS_MODULE)
 int kevd_free(struct kevd *evd);
 int kevd_modify_upcall(struct kevd *evd, int policy,
 		       const struct kevd_upcall *upcall, int flag);

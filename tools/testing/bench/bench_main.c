@@ -319,7 +319,7 @@ static int bench_smoke(void)
 static void bench_print_text_map(void)
 {
 	const unsigned long anchors[] = {
-		(unsigned long)kevd_create, (unsigned long)fake_hca_create,
+		(unsigned long)__kevd_create, (unsigned long)fake_hca_create,
 		(unsigned long)bench_consume,
 	};
 	unsigned long page;
