@@ -206,6 +206,21 @@ static void kevd_fault_walk_create(struct kunit *test)
 		fake_hca_destroy(hca);
 }
 
+/* A strict fake HCA, and DISABLE attributes for a DTO EVD on it. */
+static struct fake_hca *fault_dto_setup(struct kunit *test,
+					struct kevd_attr *attr, u32 qlen,
+					u32 flags)
+{
+	struct fake_hca *hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(attr);
+	attr->qlen = qlen;
+	attr->flags = flags;
+	attr->upcall_policy = KEVD_UPCALL_DISABLE;
+	return hca;
+}
+
 /*
  * kevd_resize() under fail-nth, on a DTO EVD whose CQ follows the queue
  * length (the CQ is resized too) and which holds events: a failed resize
@@ -238,12 +253,7 @@ static void kevd_fault_walk_resize(struct kunit *test)
 
 	if (!fault_walk_possible(test))
 		return;
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 16;
-	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	hca = fault_dto_setup(test, &attr, 16, KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG);
 	for (n = 1; n < FAULT_MAX_POINTS; n++) {
 		evd = kevd_create(fake_hca_ibdev(hca), &attr);
 		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
@@ -344,12 +354,7 @@ static void kevd_fault_create_cq_fails(struct kunit *test)
 	struct kevd *evd;
 	int i;
 
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 16;
-	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	hca = fault_dto_setup(test, &attr, 16, KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG);
 	before = kevd_nr_evds();
 	for (i = 0; i < ARRAY_SIZE(errs); i++) {
 		fake_hca_fail_create_cq(hca, errs[i]);
@@ -381,12 +386,7 @@ static void kevd_fault_resize_cq_fails(struct kunit *test)
 	struct kevd *evd;
 	u32 qlen, i;
 
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 16;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	hca = fault_dto_setup(test, &attr, 16, KEVD_DTO_FLAG);
 	evd = kevd_create(fake_hca_ibdev(hca), &attr);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
 	for (i = 0; i < 6; i++)
@@ -453,11 +453,7 @@ static void kevd_fault_poll_cq_fails(struct kunit *test)
 	struct kevd_attr attr;
 	u32 i, nmore;
 
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 64;
-	attr.flags = KEVD_DTO_FLAG;
+	hca = fault_dto_setup(test, &attr, 64, KEVD_DTO_FLAG);
 	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
 	attr.upcall = up;
 	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
