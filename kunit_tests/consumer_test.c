@@ -1463,6 +1463,85 @@ static void kevd_consumer_arm_failure(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* A software EVD whose upcall signals: it tells when its poller got there. */
+struct poller_mark {
+	struct completion done;
+	struct kevd *evd;
+};
+
+static void poller_mark_upcall(void *ctx, const struct kevd_event *ev,
+			       bool more)
+{
+	complete(&((struct poller_mark *)ctx)->done);
+}
+
+/* Everything queued before on @m's poller has had its pass. */
+static bool poller_mark_pass(struct kunit *test, struct poller_mark *m)
+{
+	reinit_completion(&m->done);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(m->evd, NULL), 0);
+	return wait_for_completion_timeout(&m->done, CONS_WAIT) > 0;
+}
+
+/*
+ * A provider whose polls fail (a CQ in error): the poller does not poll
+ * that CQ without end (a pass over the poller's EVDs adds no poll), and
+ * once polls work the next notification brings every completion, once,
+ * in order. Both EVDs live on the poller of CPU 0.
+ */
+static void kevd_consumer_poll_failure(struct kunit *test)
+{
+	struct arm_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct poller_mark *m = kunit_kzalloc(test, sizeof(*m), GFP_KERNEL);
+	struct fake_cq_stats st1, st2;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd *evd;
+	u32 i;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	KUNIT_ASSERT_NOT_NULL(test, m);
+	init_completion(&m->done);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.flags = KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = (struct kevd_upcall){ poller_mark_upcall, m };
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.cpu = 0;
+	m->evd = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, m->evd);
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall = (struct kevd_upcall){ arm_rec_upcall, r };
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+
+	fake_cq_fail_polls(kevd_cq(evd), -EIO);
+	for (i = 0; i < 8; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
+	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
+	fake_cq_stats(kevd_cq(evd), &st1);
+	KUNIT_EXPECT_GT(test, st1.polls, 0);
+	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
+	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
+	fake_cq_stats(kevd_cq(evd), &st2);
+	KUNIT_EXPECT_EQ(test, st2.polls, st1.polls);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->n), 0);
+
+	fake_cq_fail_polls(kevd_cq(evd), 0);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->n, 9));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->n), 9);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->order_errors), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(m->evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- backpressure while upcalls run ------------------------------------- */
 
 struct bp_rec {
@@ -2444,6 +2523,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_vectors_spread),
 	KUNIT_CASE(kevd_consumer_pull_batches),
 	KUNIT_CASE(kevd_consumer_arm_failure),
+	KUNIT_CASE(kevd_consumer_poll_failure),
 	KUNIT_CASE(kevd_consumer_backpressure_with_upcalls),
 	KUNIT_CASE(kevd_consumer_counts_balance),
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_random, rnd_kind_gen_params,
