@@ -56,6 +56,7 @@
 bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs)
 {
 	enum ib_cq_notify_flags how;
+	bool poll_failed;
 	int mode, ret;
 
 	kevd_assert_owner(evd);
@@ -63,16 +64,12 @@ bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs)
 	if (!evd->cq || READ_ONCE(evd->cq_stalled) || evd->has_parked)
 		return false;
 	how = evd->solicited_only ? IB_CQ_SOLICITED : IB_CQ_NEXT_COMP;
-	if (unlikely(evd->poll_failed)) {
-		/* the CQ in error counts as empty: wait for a notification */
-		evd->poll_failed = false;
-		ret = ib_req_notify_cq(evd->cq, how);
-		evd->postats.arms++;
-		evd->arm_failed = ret < 0;
-		trace_kevd_arm(evd, ret, ret < 0);
-		return ret < 0;
-	}
-	ret = ib_req_notify_cq(evd->cq, how | IB_CQ_REPORT_MISSED_EVENTS);
+	/* after a failed poll the CQ counts as empty: no report, no check */
+	poll_failed = evd->poll_failed;
+	evd->poll_failed = false;
+	if (likely(!poll_failed))
+		how |= IB_CQ_REPORT_MISSED_EVENTS;
+	ret = ib_req_notify_cq(evd->cq, how);
 	evd->postats.arms++;
 	if (unlikely(ret < 0)) {
 		if (!evd->arm_failed)
@@ -83,7 +80,8 @@ bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs)
 		return true;
 	}
 	evd->arm_failed = false;
-	mode = READ_ONCE(kevd_param_notify_check);
+	mode = unlikely(poll_failed) ? KEVD_CHECK_REPORT :
+				       READ_ONCE(kevd_param_notify_check);
 	if (ret > 0 && mode != KEVD_CHECK_POLL) {
 		evd->postats.repolls++;
 		trace_kevd_arm(evd, ret, true);
