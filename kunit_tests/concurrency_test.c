@@ -611,19 +611,21 @@ static void kevd_conc_resize_under_upcalls(struct kunit *test)
 
 /* --- CPU hotplug ------------------------------------------------------ */
 
-#define HP_EVDS		8
-#define HP_EVENTS	4000
+#define HP_EVDS		64
+#define HP_ROUNDS	100
 
 /**
  * struct hp_evd - one EVD of the hotplug test and what its upcall saw.
  * @evd: the EVD.
  * @next: the next software pointer expected (1, 2, ...).
+ * @posted: events posted (written by the producer only).
  * @delivered: events delivered.
  * @order_errors: events out of order (or duplicated).
  */
 struct hp_evd {
 	struct kevd *evd;
 	unsigned long next;
+	unsigned long posted;
 	atomic_t delivered;
 	atomic_t order_errors;
 };
@@ -638,31 +640,46 @@ static void hp_upcall(void *ctx, const struct kevd_event *ev, bool more)
 	atomic_inc(&h->delivered);
 }
 
+/**
+ * struct hp_producer - the thread that posts while CPUs come and go.
+ * @hs: the EVDs.
+ * @stop: set by the test thread once the hotplug rounds are over.
+ * @enospc: posts that found a full EVD and were retried.
+ * @done: the producer has posted its last event.
+ */
 struct hp_producer {
 	struct hp_evd *hs;
+	bool stop;
 	atomic_t enospc;
 	struct completion done;
 };
 
+/* Round robin over the EVDs until told to stop; a full EVD is retried. */
 static int hp_producer_fn(void *data)
 {
 	struct hp_producer *p = data;
 	unsigned long seq;
 	int i;
 
-	for (seq = 1; seq <= HP_EVENTS; seq++)
-		for (i = 0; i < HP_EVDS; i++)
+	for (seq = 1; !READ_ONCE(p->stop); seq++) {
+		for (i = 0; i < HP_EVDS; i++) {
 			while (kevd_post_se(p->hs[i].evd, (void *)seq)) {
-				atomic_inc(&p->enospc);	/* full: retry */
+				atomic_inc(&p->enospc);
 				cond_resched();
 			}
+			p->hs[i].posted = seq;
+		}
+		cond_resched();
+	}
 	complete(&p->done);
 	return 0;
 }
 
 /*
- * CPU 1 goes offline and online again while events flow to EVDs whose
- * pollers run on it (and others): each event once, in order, none stuck.
+ * CPU 1 goes offline and online again HP_ROUNDS times while events flow
+ * to 64 EVDs, half of them served by CPU 1's poller: each event is
+ * delivered once and in order, and no EVD is left with an undelivered
+ * event.
  */
 static void kevd_conc_cpu_hotplug(struct kunit *test)
 {
@@ -670,7 +687,8 @@ static void kevd_conc_cpu_hotplug(struct kunit *test)
 	struct task_struct *t;
 	struct hp_evd *hs;
 	struct kevd_attr attr;
-	int i, round;
+	int i, round, failed = 0;
+	unsigned long total = 0;
 
 	if (!IS_ENABLED(CONFIG_HOTPLUG_CPU) || num_online_cpus() < 2 ||
 	    !cpu_online(1))
@@ -694,24 +712,31 @@ static void kevd_conc_cpu_hotplug(struct kunit *test)
 	init_completion(&p->done);
 	t = kthread_run(hp_producer_fn, p, "kevd_test_hp");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
-	for (round = 0; round < 3; round++) {
-		KUNIT_EXPECT_EQ(test, remove_cpu(1), 0);
-		KUNIT_EXPECT_EQ(test, add_cpu(1), 0);
+	for (round = 0; round < HP_ROUNDS; round++) {
+		if (remove_cpu(1))
+			failed++;
+		if (add_cpu(1))
+			failed++;
 	}
+	WRITE_ONCE(p->stop, true);
 	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&p->done,
 							  KEVD_STRESS_WAIT), 0);
+	KUNIT_EXPECT_EQ(test, failed, 0);
+	KUNIT_EXPECT_TRUE(test, cpu_online(1));
 	for (i = 0; i < HP_EVDS; i++) {
 		KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&hs[i].delivered,
-							     HP_EVENTS));
-		KUNIT_EXPECT_EQ(test, atomic_read(&hs[i].delivered), HP_EVENTS);
+							     hs[i].posted));
+		KUNIT_EXPECT_EQ(test, atomic_read(&hs[i].delivered),
+				hs[i].posted);
 		KUNIT_EXPECT_EQ(test, atomic_read(&hs[i].order_errors), 0);
 		KUNIT_EXPECT_EQ(test, kevd_modify_upcall(hs[i].evd,
 							 KEVD_UPCALL_TEARDOWN,
 							 NULL, 0), 0);
 		KUNIT_EXPECT_EQ(test, kevd_free(hs[i].evd), 0);
+		total += hs[i].posted;
 	}
-	kunit_info(test, "%d posts found a full EVD and retried",
-		   atomic_read(&p->enospc));
+	kunit_info(test, "%d hotplug rounds, %lu events on %d EVDs, %d posts found a full EVD and retried",
+		   HP_ROUNDS, total, HP_EVDS, atomic_read(&p->enospc));
 }
 
 static struct kunit_case kevd_conc_cases[] = {
