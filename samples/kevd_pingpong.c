@@ -38,9 +38,23 @@
  * The load fails (-EIO) if anything was lost, duplicated, corrupted or out
  * of order.
  *
+ * With until_removed=<seconds>, it runs the modes over and over, round
+ * after round, until the device is removed ("rdma link delete"), one
+ * device after the other. Its ib_client remove callback follows the
+ * documented teardown order: it stops the traffic, moves both QPs to
+ * error (the operations in flight complete as flushed, or with an error
+ * status), waits until the loading thread has collected every one of
+ * them and destroyed the QPs, the EVD and the PD, then returns. Lines:
+ *   kevd-e2e-removal device=rxe0 running
+ *   kevd-e2e-removal device=rxe0 rounds=... ops=... flushed=... errors=...
+ *            lost=0 dup=0 bad=0 misordered=0 rc=0 ok
+ *
  * Locking: the recorder's counters are atomics; the bitmap uses atomic
  * test_and_set_bit(). A mode's traffic runs from the loading thread; only
- * upcalls (poller threads) and the CM handler run concurrently with it.
+ * upcalls (poller threads), the CM handler and the ib_client remove
+ * callback run concurrently with it. pp_devs_lock guards the device
+ * slots; a pp_dev's qp_lock orders the creation and destruction of its
+ * QPs against the remove callback's move to error.
  */
 #include <linux/bitmap.h>
 #include <linux/in6.h>
@@ -73,6 +87,9 @@ MODULE_PARM_DESC(rounds, "Setup/teardown rounds per device (default 3)");
 static char *addrs = "siw0@fe80::2,rxe0@fe80::3";
 module_param(addrs, charp, 0444);
 MODULE_PARM_DESC(addrs, "<ibdev>@<IPv6 address of its netdev>,... for rdma_cm (default siw0@fe80::2,rxe0@fe80::3; rdma_cm does not run over lo)");
+static unsigned int until_removed;
+module_param(until_removed, uint, 0444);
+MODULE_PARM_DESC(until_removed, "Run until the device is removed, at most this many seconds (default 0: off)");
 static unsigned short port = 18515;
 module_param(port, ushort, 0444);
 MODULE_PARM_DESC(port, "TCP port of the rdma_cm loopback connection (iWARP)");
@@ -85,7 +102,7 @@ MODULE_PARM_DESC(port, "TCP port of the rdma_cm loopback connection (iWARP)");
 
 enum pp_kind {
 	PP_SEND = 1, PP_RECV, PP_WRITE, PP_WRITE_IMM, PP_RECV_IMM, PP_READ,
-	PP_FLUSH_RECV, PP_FENCE_SEND, PP_FENCE_RECV,
+	PP_FLUSH_RECV, PP_FENCE_SEND, PP_FENCE_RECV, PP_STANDING_RECV,
 };
 
 /*
@@ -125,6 +142,7 @@ struct pp_rec {
 	atomic_t dup;
 	atomic_t bad;
 	atomic_t flushed;
+	atomic_t errors;		/* failed status, device going away */
 	atomic_t target;
 	struct completion reached;
 	bool ordered;			/* not MANY: one consumer at a time */
@@ -145,9 +163,39 @@ struct pp_dev {
 	struct kevd_rc rc;
 	struct pp_rec rec;
 	bool failed;
+	bool removing;		/* the remove callback has begun */
+	struct mutex qp_lock;	/* side[].qp against the remove callback */
+	struct completion stopped;	/* nothing of ours left on @dev */
+	/* until_removed: receives on A that only a flush completes */
+	int standing_posted;
+	atomic_t standing_done;
+	atomic_t standing_bad;
+	/* the whole run, for the removal line */
+	u64 ops;
+	u64 flushed;
+	u64 errors;
+	int lost;
+	int dup;
+	int bad;
+	int misordered;
 };
 
-static struct ib_device *pp_devs[PP_MAX_DEVS];
+/**
+ * struct pp_slot - a device the client found, and its run.
+ * @dev: the device; valid until the remove callback returns.
+ * @gone: the remove callback ran: no run may start.
+ * @running: @d is in use; the remove callback waits for @d.stopped.
+ * @d: the run's state (static: the remove callback may still be in
+ *     wait_for_completion() on @d.stopped once the run has ended).
+ */
+struct pp_slot {
+	struct ib_device *dev;
+	bool gone;
+	bool running;
+	struct pp_dev d;
+};
+
+static struct pp_slot pp_slots[PP_MAX_DEVS];
 static int pp_ndevs;
 static DEFINE_MUTEX(pp_devs_lock);
 
@@ -157,20 +205,41 @@ static int pp_add_one(struct ib_device *dev)
 		return -EOPNOTSUPP;
 	mutex_lock(&pp_devs_lock);
 	if (pp_ndevs < PP_MAX_DEVS)
-		pp_devs[pp_ndevs++] = dev;
+		pp_slots[pp_ndevs++].dev = dev;
 	mutex_unlock(&pp_devs_lock);
 	return 0;
 }
 
+/*
+ * The device goes away: stop the run on it, in the documented order. The
+ * QPs go to error here, so that what is in flight comes back flushed; the
+ * loading thread collects it, destroys the QPs, TEARDOWN, frees the EVD
+ * and the PD, and completes @stopped. Only then may ib_core go on.
+ */
 static void pp_remove_one(struct ib_device *dev, void *data)
 {
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	struct pp_dev *d = NULL;
 	int i;
 
 	mutex_lock(&pp_devs_lock);
-	for (i = 0; i < pp_ndevs; i++)
-		if (pp_devs[i] == dev)
-			pp_devs[i] = NULL;
+	for (i = 0; i < pp_ndevs; i++) {
+		if (pp_slots[i].dev != dev)
+			continue;
+		pp_slots[i].gone = true;
+		if (pp_slots[i].running)
+			d = &pp_slots[i].d;
+	}
 	mutex_unlock(&pp_devs_lock);
+	if (!d)
+		return;
+	WRITE_ONCE(d->removing, true);
+	mutex_lock(&d->qp_lock);
+	for (i = 0; i < 2; i++)
+		if (d->side[i].qp)
+			ib_modify_qp(d->side[i].qp, &attr, IB_QP_STATE);
+	mutex_unlock(&d->qp_lock);
+	wait_for_completion(&d->stopped);
 }
 
 static struct ib_client pp_client = {
@@ -229,6 +298,22 @@ static u32 pp_expected_op(enum pp_kind kind)
 	}
 }
 
+/*
+ * until_removed: a standing receive (on A, which nothing sends to) comes
+ * back only when its QP goes to error, flushed; true if @ev is one.
+ */
+static bool pp_standing(struct pp_dev *d, const struct kevd_event *ev)
+{
+	if (ev->event_number != KEVD_DTO_COMPLETION_EVENT ||
+	    ev->dto.cookie >= PP_MR_COOKIE ||
+	    (ev->dto.cookie & 15) != PP_STANDING_RECV)
+		return false;
+	if (ev->dto.status != KEVD_DTO_ERR_FLUSHED)
+		atomic_inc(&d->standing_bad);
+	atomic_inc(&d->standing_done);
+	return true;
+}
+
 /* Every DTO event goes through here, whichever mode delivered it. */
 static void pp_record(struct pp_dev *d, const struct kevd_event *ev)
 {
@@ -238,17 +323,25 @@ static void pp_record(struct pp_dev *d, const struct kevd_event *ev)
 	u32 idx = dto->cookie >> 4;
 	bool ok;
 
+	if (pp_standing(d, ev))
+		return;	/* not the mode's */
 	if (ev->event_number != KEVD_DTO_COMPLETION_EVENT) {
 		atomic_inc(&r->bad);
 		goto count;
 	}
 	if (kind == PP_FENCE_SEND || kind == PP_FENCE_RECV) {
 		/* Not an operation of the run: no cookie to account for. */
-		if (dto->status != KEVD_DTO_SUCCESS)
+		if (dto->status != KEVD_DTO_SUCCESS && !READ_ONCE(d->removing))
 			atomic_inc(&r->bad);
 		goto count;
 	}
-	if (kind == PP_FLUSH_RECV) {
+	if (dto->status != KEVD_DTO_SUCCESS && kind != PP_FLUSH_RECV &&
+	    READ_ONCE(d->removing)) {
+		/* In flight when the device went: flushed, or failed. */
+		ok = true;
+		atomic_inc(dto->status == KEVD_DTO_ERR_FLUSHED ? &r->flushed :
+			   &r->errors);
+	} else if (kind == PP_FLUSH_RECV) {
 		ok = dto->status == KEVD_DTO_ERR_FLUSHED;
 		if (ok)
 			atomic_inc(&r->flushed);
@@ -452,72 +545,95 @@ static void pp_want(struct pp_dev *d, u32 idx)
 		set_bit(idx, d->rec.expected);
 }
 
+/* A work request is posted: it must complete, once. */
+static int pp_posted(struct pp_dev *d, u32 idx, int rc, int *expect)
+{
+	if (rc)
+		return rc;
+	pp_want(d, idx);
+	(*expect)++;
+	return 0;
+}
+
 /* One batch of @n operations of one kind, A to B; returns 0 or -errno. */
 static int pp_batch(struct pp_dev *d, int m, enum pp_kind kind, u32 base,
 		    u32 n)
 {
 	struct pp_side *a = &d->side[0], *b = &d->side[1];
-	int rc = 0, expect = 0;
+	int rc = 0, expect = 0, failed;
 	u32 k;
 
-	for (k = 0; k < n; k++) {
+	failed = atomic_read(&d->rec.flushed) + atomic_read(&d->rec.errors);
+	for (k = 0; k < n && !rc; k++) {
 		u32 idx = base + k;
 
-		pp_want(d, 2 * idx);
-		if (kind == PP_SEND || kind == PP_WRITE_IMM)
-			pp_want(d, 2 * idx + 1);
 		switch (kind) {
 		case PP_SEND:
 			pp_fill(pp_slot(a, k), idx);
 			memset(pp_slot(b, k), 0, msg_size);
-			rc = pp_post_recv(b, k, pp_cookie(2 * idx + 1, PP_RECV),
-					  true);
-			rc = rc ?: pp_post_send(a, b, k, pp_cookie(2 * idx, PP_SEND),
-						IB_WR_SEND, 0);
-			expect += 2;
+			rc = pp_posted(d, 2 * idx + 1,
+				       pp_post_recv(b, k, pp_cookie(2 * idx + 1,
+								    PP_RECV),
+						    true), &expect);
+			rc = rc ?: pp_posted(d, 2 * idx,
+					     pp_post_send(a, b, k,
+							  pp_cookie(2 * idx,
+								    PP_SEND),
+							  IB_WR_SEND, 0),
+					     &expect);
 			break;
 		case PP_WRITE:
 			pp_fill(pp_slot(a, k), idx);
 			memset(pp_slot(b, k), 0, msg_size);
-			rc = pp_post_send(a, b, k, pp_cookie(2 * idx, PP_WRITE),
-					  IB_WR_RDMA_WRITE, 0);
-			expect += 1;
+			rc = pp_posted(d, 2 * idx,
+				       pp_post_send(a, b, k,
+						    pp_cookie(2 * idx, PP_WRITE),
+						    IB_WR_RDMA_WRITE, 0),
+				       &expect);
 			break;
 		case PP_WRITE_IMM:
 			pp_fill(pp_slot(a, k), idx);
 			memset(pp_slot(b, k), 0, msg_size);
-			rc = pp_post_recv(b, k, pp_cookie(2 * idx + 1,
-							  PP_RECV_IMM), false);
-			rc = rc ?: pp_post_send(a, b, k,
-						pp_cookie(2 * idx, PP_WRITE_IMM),
-						IB_WR_RDMA_WRITE_WITH_IMM,
-						2 * idx + 1);
-			expect += 2;
+			rc = pp_posted(d, 2 * idx + 1,
+				       pp_post_recv(b, k,
+						    pp_cookie(2 * idx + 1,
+							      PP_RECV_IMM),
+						    false), &expect);
+			rc = rc ?: pp_posted(d, 2 * idx,
+					     pp_post_send(a, b, k,
+							  pp_cookie(2 * idx,
+								    PP_WRITE_IMM),
+							  IB_WR_RDMA_WRITE_WITH_IMM,
+							  2 * idx + 1),
+					     &expect);
 			break;
 		case PP_READ:
 			pp_fill(pp_slot(b, k), idx);
 			memset(pp_slot(a, k), 0, msg_size);
-			rc = pp_post_send(a, b, k, pp_cookie(2 * idx, PP_READ),
-					  IB_WR_RDMA_READ, 0);
-			expect += 1;
+			rc = pp_posted(d, 2 * idx,
+				       pp_post_send(a, b, k,
+						    pp_cookie(2 * idx, PP_READ),
+						    IB_WR_RDMA_READ, 0),
+				       &expect);
 			break;
 		default:
 			rc = -EINVAL;
 		}
-		if (rc)
-			break;
 	}
 	pp_expect(d, expect);
-	if (rc) {
+	if (rc)
 		pr_err("kevd_pingpong: %s: post failed: %d\n",
 		       dev_name(&d->dev->dev), rc);
-		return rc;
-	}
-	rc = pp_collect(d, m, atomic_read(&d->rec.target));
+	/* what was posted completes, also after a failed post */
+	rc = pp_collect(d, m, atomic_read(&d->rec.target)) ?: rc;
 	if (!rc && kind == PP_WRITE && d->iwarp)
 		rc = pp_fence(d, m);
 	if (rc)
 		return rc;
+	/* payloads, unless the device's removal failed an operation */
+	if (atomic_read(&d->rec.flushed) + atomic_read(&d->rec.errors) !=
+	    failed)
+		return 0;
 	for (k = 0; k < n; k++) {
 		u8 *dst = kind == PP_READ ? pp_slot(a, k) : pp_slot(b, k);
 
@@ -574,7 +690,7 @@ static int pp_run_mode(struct pp_dev *d, int m)
 				pp_modes[m].policy ? &up : NULL,
 				KEVD_UPCALL_INVOC_ANY);
 	ns = ktime_get_ns();
-	while (!rc && done < iterations) {
+	while (!rc && done < iterations && !READ_ONCE(d->removing)) {
 		u32 n = min(batch, iterations - done);
 
 		rc = pp_batch(d, m, ks[b++ % nkinds], done, n);
@@ -597,6 +713,13 @@ static int pp_run_mode(struct pp_dev *d, int m)
 			atomic_inc(&d->rec.bad);
 	if (atomic_read(&d->rec.target) != atomic_read(&d->rec.got))
 		atomic_inc(&d->rec.bad);
+	d->ops += done;
+	d->flushed += atomic_read(&d->rec.flushed);
+	d->errors += atomic_read(&d->rec.errors);
+	d->lost += lost;
+	d->dup += atomic_read(&d->rec.dup);
+	d->bad += atomic_read(&d->rec.bad);
+	d->misordered += atomic_read(&d->rec.misordered);
 	pr_info("kevd-e2e device=%s mode=%s ops=%u events=%llu lost=%d dup=%d bad=%d misordered=%d ev_per_s=%llu upcalls=%llu arms=%llu repolls=%llu disabled_upcalls=%d rc=%d\n",
 		dev_name(&d->dev->dev), pp_modes[m].name, done, events,
 		lost, atomic_read(&d->rec.dup), atomic_read(&d->rec.bad),
@@ -655,6 +778,10 @@ static int pp_both_sides(struct pp_dev *d, struct ib_send_wr *wr,
 	}
 	for (i = 0; i < 2 && !rc; i++) {
 		rc = kevd_wait(d->evd, PP_WAIT_US, 1, &ev, &nmore);
+		if (!rc && pp_standing(d, &ev)) {
+			i--;	/* the device is going: not ours to check */
+			continue;
+		}
 		if (!rc && (ev.event_number != KEVD_DTO_COMPLETION_EVENT ||
 			    ev.dto.cookie < PP_MR_COOKIE ||
 			    ev.dto.status != KEVD_DTO_SUCCESS ||
@@ -793,9 +920,52 @@ static int pp_setup(struct pp_dev *d)
 	d->rc.addr = d->addr;
 	d->rc.port = port;
 	rc = kevd_rc_connect(&d->rc);
+	mutex_lock(&d->qp_lock);
 	for (i = 0; i < 2; i++)
 		d->side[i].qp = d->rc.qp[i];
+	mutex_unlock(&d->qp_lock);
 	return rc ?: pp_register(d);
+}
+
+/* Drain: every standing receive back (or lost, after PP_WAIT). */
+static void pp_drain(struct pp_dev *d)
+{
+	unsigned long end = jiffies + PP_WAIT;
+	struct kevd_event ev;
+	u32 nmore;
+	int left;
+
+	while (atomic_read(&d->standing_done) < d->standing_posted &&
+	       time_before(jiffies, end))
+		if (!kevd_wait(d->evd, USEC_PER_SEC, 1, &ev, &nmore))
+			pp_standing(d, &ev);
+	while (!kevd_dequeue(d->evd, &ev))
+		pp_standing(d, &ev);
+	left = d->standing_posted - atomic_read(&d->standing_done);
+	d->flushed += atomic_read(&d->standing_done) -
+		      atomic_read(&d->standing_bad);
+	d->bad += atomic_read(&d->standing_bad);
+	if (left > 0)
+		d->lost += left;
+	else if (left < 0)
+		d->dup -= left;
+	d->standing_posted = 0;
+	atomic_set(&d->standing_done, 0);
+	atomic_set(&d->standing_bad, 0);
+}
+
+/* until_removed: depth receives on A, in flight until its QP fails. */
+static int pp_post_standing(struct pp_dev *d)
+{
+	int k, rc = 0;
+
+	for (k = 0; k < depth && !rc; k++) {
+		rc = pp_post_recv(&d->side[0], k, pp_cookie(k, PP_STANDING_RECV),
+				  false);
+		if (!rc)
+			d->standing_posted++;
+	}
+	return rc;
 }
 
 /*
@@ -804,7 +974,6 @@ static int pp_setup(struct pp_dev *d)
  */
 static int pp_teardown(struct pp_dev *d, bool check, int *flushed)
 {
-	struct kevd_event ev;
 	int i, rc = 0, posted = 0, irc = 0;
 
 	*flushed = 0;
@@ -840,10 +1009,16 @@ static int pp_teardown(struct pp_dev *d, bool check, int *flushed)
 	}
 	if (check && !rc)
 		rc = kevd_rc_wait_disconnected(&d->rc, PP_WAIT);
-	/* Anything else that completed (send-side flushes) is discarded. */
+	/*
+	 * The standing receives come back flushed (counted); anything else
+	 * that completed (send-side flushes) is discarded.
+	 */
 	if (!IS_ERR_OR_NULL(d->evd))
-		while (!kevd_dequeue(d->evd, &ev))
-			;
+		pp_drain(d);
+	mutex_lock(&d->qp_lock);	/* the remove callback is done with them */
+	for (i = 0; i < 2; i++)
+		d->side[i].qp = NULL;
+	mutex_unlock(&d->qp_lock);
 	kevd_rc_destroy(&d->rc);
 	for (i = 0; i < 2; i++)
 		pp_free_side(d, &d->side[i]);
@@ -864,15 +1039,11 @@ static bool pp_mode_wanted(int m)
 	return strstr(modes, pp_modes[m].name);
 }
 
-static int pp_run_device(struct ib_device *dev)
+static int pp_run_device(struct pp_dev *d)
 {
-	struct pp_dev *d;
+	struct ib_device *dev = d->dev;
 	int r, m, rc = 0, flushed = 0, total_flushed = 0;
 
-	d = kzalloc(sizeof(*d), GFP_KERNEL);
-	if (!d)
-		return -ENOMEM;
-	d->dev = dev;
 	for (r = 0; r < rounds && !rc; r++) {
 		rc = pp_setup(d);
 		if (rc) {
@@ -898,7 +1069,81 @@ static int pp_run_device(struct ib_device *dev)
 		pr_info("kevd-e2e-teardown device=%s rounds=%d flushed=%d of=%d ok\n",
 			dev_name(&dev->dev), r, total_flushed, r * (int)depth);
 	}
-	kfree(d);
+	return rc;
+}
+
+/*
+ * until_removed: the modes, round after round, until the remove callback
+ * sets @removing (or the time is up). A setup or a mode that fails
+ * because the device is going is not a failure; a lost, duplicated or
+ * corrupted completion is.
+ */
+static int pp_run_until_removed(struct pp_dev *d)
+{
+	unsigned long end = jiffies + until_removed * HZ;
+	const char *name = dev_name(&d->dev->dev);
+	int r, m, rc = 0, trc, flushed;
+
+	pr_info("kevd-e2e-removal device=%s started\n", name);
+	for (r = 0; !rc && !READ_ONCE(d->removing); r++) {
+		if (time_after(jiffies, end)) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		rc = pp_setup(d) ?: pp_post_standing(d);
+		if (!rc && r == 0)
+			pr_info("kevd-e2e-removal device=%s running\n", name);
+		for (m = 0; m < ARRAY_SIZE(pp_modes) && !rc; m++)
+			if (pp_mode_wanted(m) && !READ_ONCE(d->removing))
+				rc = pp_run_mode(d, m);
+		trc = pp_teardown(d, !rc && !READ_ONCE(d->removing), &flushed);
+		rc = rc ?: trc;
+		if (READ_ONCE(d->removing))
+			rc = 0;
+	}
+	if (d->lost || d->dup || d->bad || d->misordered)
+		rc = rc ?: -EIO;
+	pr_info("kevd-e2e-removal device=%s rounds=%d ops=%llu flushed=%llu errors=%llu lost=%d dup=%d bad=%d misordered=%d rc=%d %s\n",
+		name, r, d->ops, d->flushed, d->errors, d->lost, d->dup,
+		d->bad, d->misordered, rc, rc ? "failed" : "ok");
+	return rc;
+}
+
+static int pp_nslots(void)
+{
+	int n;
+
+	mutex_lock(&pp_devs_lock);
+	n = pp_ndevs;
+	mutex_unlock(&pp_devs_lock);
+	return n;
+}
+
+/* The run on slot @i, unless its device is gone already. */
+static int pp_run_slot(int i)
+{
+	struct pp_slot *slot = &pp_slots[i];
+	struct pp_dev *d = &slot->d;
+	int rc;
+
+	mutex_lock(&pp_devs_lock);
+	if (slot->gone) {
+		mutex_unlock(&pp_devs_lock);
+		return 0;
+	}
+	memset(d, 0, sizeof(*d));
+	d->dev = slot->dev;
+	mutex_init(&d->qp_lock);
+	init_completion(&d->stopped);
+	slot->running = true;
+	mutex_unlock(&pp_devs_lock);
+
+	rc = until_removed ? pp_run_until_removed(d) : pp_run_device(d);
+
+	mutex_lock(&pp_devs_lock);
+	slot->running = false;
+	mutex_unlock(&pp_devs_lock);
+	complete_all(&d->stopped);
 	return rc;
 }
 
@@ -914,15 +1159,13 @@ static int __init kevd_pingpong_init(void)
 	rc = ib_register_client(&pp_client);
 	if (rc)
 		return rc;
-	if (!pp_ndevs) {
+	if (!pp_nslots()) {
 		pr_err("kevd_pingpong: no RDMA device%s%s\n",
 		       *device ? " named " : "", device);
 		ret = -ENODEV;
 	}
-	for (i = 0; i < pp_ndevs; i++) {
-		if (!pp_devs[i])
-			continue;
-		rc = pp_run_device(pp_devs[i]);
+	for (i = 0; i < pp_nslots(); i++) {
+		rc = pp_run_slot(i);
 		ret = ret ?: rc;
 	}
 	ib_unregister_client(&pp_client);
