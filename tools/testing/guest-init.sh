@@ -71,6 +71,7 @@ check)
 	kunit_suites
 	bench_smoke_suite
 	e2e_suite iterations=400 depth=16 rounds=3
+	removal_suite
 	lifecycle_suite
 	kmemleak_suite
 	;;
@@ -79,6 +80,12 @@ bench|bench:*)
 	;;
 distro)
 	distro_suite
+	;;
+suites:*)
+	# development: only these suites, e.g. kevd_mode=suites:e2e,removal
+	for f in $(echo "${kevd_mode#suites:}" | tr , ' '); do
+		"${f}_suite"
+	done
 	;;
 run)
 	if demo; then echo "KEVD-HARNESS: run ok"; else echo "KEVD-HARNESS: run failed"; fi

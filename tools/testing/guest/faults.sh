@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 # shellcheck shell=sh disable=SC2154 # set by guest-init.sh
 #
-# The kevd_lifecycle suite (both kernels) and kevd_kmemleak (the kernel
-# with kmemleak, UML: tools/testing/configs/fault.config). Sourced by
-# guest-init.sh.
+# The kevd_removal and kevd_lifecycle suites (both kernels) and
+# kevd_kmemleak (the kernel with kmemleak, UML:
+# tools/testing/configs/fault.config). Sourced by guest-init.sh.
 
 # Last in the boot, after every other suite has loaded and unloaded its
 # modules: a kmemleak scan must find nothing unreferenced. kmemleak
@@ -104,4 +104,78 @@ lifecycle_suite() {
 		unload_all
 	fi
 	ktap_end
+}
+
+# Wait (bounded: 120 s) until the kernel log has a line with TEXT, or
+# until process PID has exited.
+wait_log() { # text pid
+	n=0
+	while ! dmesg | grep -q "$1"; do
+		kill -0 "$2" 2>/dev/null || return 1
+		n=$((n + 1))
+		[ $n -gt 1200 ] && return 1
+		sleep 0.1
+	done
+}
+
+# Device removal under traffic: kevd_removal_cycles times (default 20) per
+# soft device, kevd_pingpong runs its modes until the device is deleted
+# ("rdma link delete"), then the device is added again. Every operation
+# in flight must come back as a completion (flushed or failed), nothing
+# lost, duplicated or corrupted, the load must end (no hang) and
+# kevd_pingpong unload; one cycle in four deletes the device as soon as
+# the run has started (during the connection setup), the others once
+# traffic flows. Restrack, lockdep and KASAN/KCSAN reports fail the boot.
+removal_suite() {
+	rm_log=$TMP/kevd-removal.log
+	: >"$rm_log"
+	cycles=${kevd_removal_cycles:-20}
+	devs="siw0 rxe0"
+	ktap_begin kevd_removal 2
+	rdma_devices >/dev/null 2>&1
+	$MP kevd default_policy=disable
+	for dev in $devs; do
+		ok=0 i=0 bad= flushed=0 errors=0 ops=0
+		while [ $i -lt "$cycles" ]; do
+			i=$((i + 1))
+			mark=running
+			[ $((i % 4)) = 1 ] && mark=started
+			dmesg -c >/dev/null
+			$MP kevd_pingpong device=$dev until_removed=120 \
+				iterations=400 depth=16 >>"$rm_log" 2>&1 &
+			pid=$!
+			waited=0
+			wait_log "kevd-e2e-removal device=$dev $mark" $pid && waited=1
+			rdma link delete $dev
+			wait $pid
+			rc=$?
+			line=$(dmesg | grep "kevd-e2e-removal device=$dev rounds=")
+			echo "cycle $i: $line" >>"$rm_log"
+			rmmod kevd_pingpong 2>/dev/null
+			rmmod kevd_rc 2>/dev/null
+			if [ $waited = 1 ] && [ $rc = 0 ] &&
+			   echo "$line" | grep -q ' lost=0 dup=0 bad=0 misordered=0 rc=0 ok$' &&
+			   rdma_readd $dev; then
+				ok=$((ok + 1))
+				f=${line#* flushed=}
+				e=${line#* errors=}
+				o=${line#* ops=}
+				flushed=$((flushed + ${f%% *}))
+				errors=$((errors + ${e%% *}))
+				ops=$((ops + ${o%% *}))
+			else
+				bad="cycle $i (after '$mark', rc=$rc): ${line:-no removal line}"
+				rdma link show $dev >/dev/null 2>&1 || rdma_readd $dev
+			fi
+		done
+		echo "# $dev: $ok of $cycles removals: $ops operations, $flushed flushed, $errors failed in flight"
+		if [ $ok = "$cycles" ]; then
+			ktap_result ok "${dev}_removed_under_traffic_${cycles}_times"
+		else
+			ktap_result not-ok "${dev}_removed_under_traffic_${cycles}_times" "$ok of $cycles; $bad"
+		fi
+	done
+	rmmod kevd
+	ktap_end
+	sed 's/^/# /' "$rm_log"
 }

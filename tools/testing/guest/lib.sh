@@ -41,6 +41,15 @@ rxe_device() {
 	rdma link add rxe0 type rxe netdev dummy0
 }
 
+# Add a soft device again after "rdma link delete", on the same netdev.
+rdma_readd() { # device
+	case $1 in
+	siw0) rdma link add siw0 type siw netdev dummy1 ;;
+	rxe0) rdma link add rxe0 type rxe netdev dummy0 ;;
+	*) return 1 ;;
+	esac
+}
+
 # kevd_connect's device list: the soft devices and their rdma_cm addresses.
 cm_devs() { # devices...
 	list=
