@@ -72,6 +72,7 @@ check)
 	bench_smoke_suite
 	e2e_suite iterations=400 depth=16 rounds=3
 	removal_suite
+	badinput_suite
 	lifecycle_suite
 	kmemleak_suite
 	;;

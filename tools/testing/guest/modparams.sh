@@ -121,3 +121,114 @@ modparams_suite() {
 	fi
 	ktap_end
 }
+
+# One writer of garbage: passes over every parameter and every debugfs
+# file of kevd, at least three and until process PID has exited, each
+# value a write that must fail; prints one line per write that
+# succeeded. Values: not numbers, out of range, signs, spaces, control
+# characters, names that are almost right, and 5000 characters whose
+# first 4096 (all that a sysfs store sees of one write) are zeros, a
+# number in range.
+garbage_writer() { # pid
+	long=$(printf '%05000d' 9)
+	r=0
+	while [ $r -lt 3 ] || kill -0 "$1" 2>/dev/null; do
+		r=$((r + 1))
+		for f in $params_dir/* /sys/kernel/debug/kevd/*; do
+			for v in abc -1 ' 5' '5 5' 1e3 4294967296 \
+				 99999999999999999999999 "$long" single_ SINGLE \
+				 'disable disable' "$(printf 'a\033[2J\001b')" ''; do
+				case $f in
+				*/poll_budget|*/defer_arm|*/default_qlen)
+					[ "$v" = SINGLE ] && continue ;;
+				esac
+				if printf '%s\n' "$v" 2>/dev/null >"$f"; then
+					echo "accepted: $f=$(printf %s "$v" | head -c 40)"
+				fi
+			done
+		done
+	done
+}
+
+# The values of kevd's parameters, one "name=value" per line.
+param_values() {
+	for f in $params_dir/*; do echo "${f##*/}=$(cat "$f")"; done
+}
+
+# Bad input from user space during traffic: two writers of garbage to
+# every parameter and debugfs file of kevd while kevd_pingpong runs on
+# rxe0 (and a third writer sets poll_budget, a good value, over and
+# over). Every bad write fails, no parameter changes, the traffic loses
+# nothing, and a rejected value's message is one line, its control
+# characters escaped.
+badinput_suite() {
+	bi_log=$TMP/kevd-badinput.log
+	: >"$bi_log"
+	ktap_begin kevd_badinput 5
+	rdma_devices >/dev/null 2>&1
+	$MP kevd default_policy=single poll_budget=17 notify_check=poll \
+		defer_arm=3 default_qlen=99
+	before=$(param_values)
+	dmesg -c >/dev/null
+	$MP kevd_pingpong device=rxe0 iterations=2000 depth=16 rounds=1 \
+		>>"$bi_log" 2>&1 &
+	pp=$!
+	garbage_writer $pp >"$TMP/kevd-garbage.1" 2>&1 &
+	w1=$!
+	garbage_writer $pp >"$TMP/kevd-garbage.2" 2>&1 &
+	w2=$!
+	good=0 goodfail=0
+	while kill -0 $w1 2>/dev/null || kill -0 $w2 2>/dev/null; do
+		if echo 17 >$params_dir/poll_budget; then
+			good=$((good + 1))
+		else
+			goodfail=$((goodfail + 1))
+		fi
+	done
+	wait $w1
+	wait $w2
+	wait $pp
+	pp_rc=$?
+	after=$(param_values)
+	accepted=$(cat "$TMP/kevd-garbage.1" "$TMP/kevd-garbage.2")
+	if [ -z "$accepted" ]; then
+		ktap_result ok every_bad_write_fails
+	else
+		ktap_result not-ok every_bad_write_fails "$(echo "$accepted" | head -n 3 | tr '\n' ' ')"
+	fi
+	if [ "$before" = "$after" ] && [ "$good" -gt 0 ] && [ $goodfail = 0 ]; then
+		ktap_result ok parameters_unchanged
+	else
+		ktap_result not-ok parameters_unchanged "before: $(echo $before) after: $(echo $after); $goodfail good writes failed"
+	fi
+	dmesg | grep -E 'kevd-e2e(-teardown)? ' >>"$bi_log"
+	if [ $pp_rc = 0 ] && grep -q 'kevd-e2e-teardown device=rxe0 .* ok$' "$bi_log" &&
+	   ! grep 'kevd-e2e device=rxe0 ' "$bi_log" | grep -v ' lost=0 dup=0 bad=0 misordered=0 .* rc=0$' | grep -q .; then
+		ktap_result ok traffic_unharmed
+	else
+		ktap_result not-ok traffic_unharmed "kevd_pingpong rc=$pp_rc"
+	fi
+	rmmod kevd_pingpong 2>/dev/null
+	rmmod kevd_rc 2>/dev/null
+	# every rejected write said why, on one line, naming the parameter
+	n=$(dmesg | grep -c 'kevd: invalid [a-z_]*=')
+	if [ "$n" -gt 0 ] && ! dmesg | grep 'kevd: invalid' | grep -v -q 'kevd: invalid [a-z_]*=.*: expected '; then
+		ktap_result ok rejections_explained
+	else
+		ktap_result not-ok rejections_explained "$n messages; $(dmesg | grep 'kevd: invalid' | grep -v ': expected ' | head -n 2)"
+	fi
+	# a control character is quoted escaped, not written to the log as is
+	dmesg -c >/dev/null
+	printf 'a\033[2J\001b\n' >$params_dir/notify_check 2>/dev/null
+	# (busybox dmesg: syslog(2), raw, as a console prints it; /dev/kmsg
+	# and util-linux dmesg escape by themselves)
+	line=$( (busybox dmesg 2>/dev/null || dmesg) | grep 'kevd: invalid notify_check=')
+	if [ -n "$line" ] && ! printf '%s' "$line" | od -An -c | grep -q '033\|001'; then
+		ktap_result ok control_characters_escaped
+	else
+		ktap_result not-ok control_characters_escaped "$(printf '%s' "$line" | od -c | head -n 2 | tr '\n' ' ')"
+	fi
+	unload_all
+	ktap_end
+	sed 's/^/# /' "$bi_log"
+}
