@@ -29,11 +29,34 @@ struct kevd_uint_param {
 /*
  * How much of a rejected value to quote: up to its first newline (sysfs
  * writes end with one), at most 64 characters, so that the message is one
- * line whatever was written.
+ * line whatever was written; the messages quote it with %*pE, control
+ * characters escaped.
  */
 static int kevd_quote_len(const char *val)
 {
 	return val ? min_t(size_t, strcspn(val, "\n"), 64) : 0;
+}
+
+/*
+ * No value of ours is longer than KEVD_PARAM_MAX_LEN characters (and a
+ * newline). A longer one is refused whole: sysfs hands a store only the
+ * first PAGE_SIZE bytes of a write, and "0000...0017" cut there would
+ * read as 0.
+ */
+#define KEVD_PARAM_MAX_LEN	32
+
+static bool kevd_param_too_long(const struct kernel_param *kp,
+				const char *val)
+{
+	size_t len = val ? strnlen(val, KEVD_PARAM_MAX_LEN + 2) : 0;
+
+	if (len && val[len - 1] == '\n')
+		len--;
+	if (len <= KEVD_PARAM_MAX_LEN)
+		return false;
+	pr_err("kevd: invalid %s=%*pE...: expected at most %d characters\n",
+	       kp->name, kevd_quote_len(val), val, KEVD_PARAM_MAX_LEN);
+	return true;
 }
 
 static int kevd_uint_set(const char *val, const struct kernel_param *kp)
@@ -41,8 +64,10 @@ static int kevd_uint_set(const char *val, const struct kernel_param *kp)
 	const struct kevd_uint_param *p = kp->arg;
 	unsigned int v;
 
+	if (kevd_param_too_long(kp, val))
+		return -EINVAL;
 	if (!val || kstrtouint(val, 0, &v) || v < p->min || v > p->max) {
-		pr_err("kevd: invalid %s=%.*s: expected an integer from %u to %u (%s)\n",
+		pr_err("kevd: invalid %s=%*pE: expected an integer from %u to %u (%s)\n",
 		       kp->name, kevd_quote_len(val), val ?: "", p->min,
 		       p->max, p->hint);
 		return -EINVAL;
@@ -83,9 +108,11 @@ static int kevd_enum_set(const char *val, const struct kernel_param *kp)
 	const struct kevd_enum_param *p = kp->arg;
 	int i;
 
+	if (kevd_param_too_long(kp, val))
+		return -EINVAL;
 	i = val ? __sysfs_match_string(p->names, -1, val) : -EINVAL;
 	if (i < 0) {
-		pr_err("kevd: invalid %s=%.*s: expected one of %s\n",
+		pr_err("kevd: invalid %s=%*pE: expected one of %s\n",
 		       kp->name, kevd_quote_len(val), val ?: "", p->accepted);
 		return -EINVAL;
 	}
