@@ -224,8 +224,8 @@ static struct fake_hca *fault_dto_setup(struct kunit *test,
 /*
  * kevd_resize() under fail-nth, on a DTO EVD whose CQ follows the queue
  * length (the CQ is resized too) and which holds events: a failed resize
- * keeps the queue length and every event, in order. To 64 (ring and CQ
- * in kmalloc()) and to 4096 (larger than a page: vmalloc()).
+ * keeps the queue length and every event, in order. To 64 and to 4096
+ * (larger than a page: vmalloc()).
  */
 static const u32 fault_resize_qlens[] = { 64, 4096 };
 
@@ -283,7 +283,13 @@ static void kevd_fault_walk_resize(struct kunit *test)
 			break;
 	}
 	snprintf(call, sizeof(call), "kevd_resize to %u", to);
-	fault_walk_check(test, &w, n, call, to <= 64);
+	/*
+	 * Not must_fail: the ring and the fake CQ come from kvcalloc(), and
+	 * whether a failed point fails the call or kvmalloc()'s vmalloc()
+	 * fallback absorbs it depends on the allocator's state (a run with
+	 * only this suite loaded saw 5 points, all absorbed, for 64).
+	 */
+	fault_walk_check(test, &w, n, call, false);
 	fake_hca_destroy(hca);
 }
 
