@@ -156,9 +156,11 @@ static void fault_create_desc(const struct fault_create_case *c, char *desc)
 
 KUNIT_ARRAY_PARAM(fault_create, fault_create_cases, fault_create_desc);
 
-static void kevd_fault_walk_create(struct kunit *test)
+/* The walk of kevd_create() for one case; @name names it in the output. */
+static void fault_walk_create_one(struct kunit *test,
+				  const struct fault_create_case *c,
+				  const char *name)
 {
-	const struct fault_create_case *c = test->param_value;
 	struct fake_hca *hca = NULL;
 	struct kevd *async = NULL, *evd;
 	struct fault_walk w = { };
@@ -167,8 +169,6 @@ static void kevd_fault_walk_create(struct kunit *test)
 	bool hit;
 	int err;
 
-	if (!fault_walk_possible(test))
-		return;
 	if (c->device) {
 		hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
@@ -191,19 +191,62 @@ static void kevd_fault_walk_create(struct kunit *test)
 		hit = fault_hit();
 		err = IS_ERR(evd) ? PTR_ERR(evd) : 0;
 		if (!err) {
-			fault_evd_works(test, evd);
+			if (c->flags & KEVD_SOFTWARE_FLAG)
+				fault_evd_works(test, evd);
 			KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 		}
 		KUNIT_EXPECT_EQ(test, kevd_nr_evds(), before);
 		if (fault_walk_step(&w, n, err, hit))
 			break;
 	}
-	fault_walk_check(test, &w, n, c->name, true);
+	fault_walk_check(test, &w, n, name, true);
 	/* the async EVD is not held by a failed create */
 	if (async)
 		KUNIT_EXPECT_EQ(test, kevd_free(async), 0);
 	if (hca)
 		fake_hca_destroy(hca);
+}
+
+static void kevd_fault_walk_create(struct kunit *test)
+{
+	const struct fault_create_case *c = test->param_value;
+
+	if (!fault_walk_possible(test))
+		return;
+	fault_walk_create_one(test, c, c->name);
+}
+
+/*
+ * Every combination of the six streams (63: an EVD has at least one), a
+ * DTO stream on the fake HCA (with its CQ), the others without a device.
+ */
+static void kevd_fault_walk_create_streams(struct kunit *test)
+{
+	static const struct { u32 flag; const char *name; } streams[] = {
+		{ KEVD_SOFTWARE_FLAG, "sw" }, { KEVD_CR_FLAG, "cr" },
+		{ KEVD_DTO_FLAG, "dto" }, { KEVD_CONNECTION_FLAG, "conn" },
+		{ KEVD_RMR_BIND_FLAG, "rmr" }, { KEVD_ASYNC_FLAG, "async" },
+	};
+	struct fault_create_case c = { .qlen = 16 };
+	char name[48];
+	u32 mask;
+	int i, len;
+
+	if (!fault_walk_possible(test))
+		return;
+	for (mask = 1; mask < BIT(ARRAY_SIZE(streams)); mask++) {
+		c.flags = 0;
+		len = scnprintf(name, sizeof(name), "create");
+		for (i = 0; i < ARRAY_SIZE(streams); i++) {
+			if (!(mask & BIT(i)))
+				continue;
+			c.flags |= streams[i].flag;
+			len += scnprintf(name + len, sizeof(name) - len, "%c%s",
+					 len == 6 ? ' ' : '+', streams[i].name);
+		}
+		c.device = c.flags & KEVD_DTO_FLAG;
+		fault_walk_create_one(test, &c, name);
+	}
 }
 
 /* A strict fake HCA, and DISABLE attributes for a DTO EVD on it. */
@@ -551,6 +594,7 @@ static void kevd_fault_suite_exit(struct kunit_suite *suite)
 
 static struct kunit_case kevd_fault_cases[] = {
 	KUNIT_CASE_PARAM(kevd_fault_walk_create, fault_create_gen_params),
+	KUNIT_CASE(kevd_fault_walk_create_streams),
 	KUNIT_CASE_PARAM(kevd_fault_walk_resize, fault_resize_gen_params),
 	KUNIT_CASE(kevd_fault_walk_cm_bind),
 	KUNIT_CASE(kevd_fault_create_cq_fails),
