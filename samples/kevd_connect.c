@@ -829,8 +829,11 @@ static int kc_run(char *spec)
 	unsigned int i = 0;
 	int ret;
 
-	if (!at)
+	if (!at) {
+		pr_err("kevd_connect: devices: '%s' is not <ibdev>@<IPv6 address>\n",
+		       spec);
 		return -EINVAL;
+	}
 	*at = '\0';
 	d = kzalloc(sizeof(*d), GFP_KERNEL);
 	if (!d)
