@@ -509,6 +509,7 @@ typedef enum kevd_pass_ret (*kevd_pass_fn)(struct kevd_poller *p,
 
 int kevd_pollers_start(kevd_pass_fn pass);
 void kevd_pollers_stop(void);
+int kevd_pollers_restart(unsigned int nr, unsigned int *old);
 struct kevd_poller *kevd_poller_pick(int cpu);
 bool kevd_schedule(struct kevd *evd);
 void kevd_poll_wait_idle(struct kevd *evd);

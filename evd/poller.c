@@ -630,6 +630,32 @@ err:
 }
 
 /**
+ * kevd_pollers_restart() - stop the pool and start it with @nr pollers.
+ * @nr: as the nr_pollers parameter (0: one per online CPU).
+ * @old: where the parameter's previous value goes.
+ *
+ * Not public: kevd's own tests walk the pool's start, the part of kevd's
+ * module init that allocates, under fail-nth with each nr_pollers
+ * (kunit_tests/fault_test.c). Refused while an EVD exists; nothing may
+ * create one meanwhile. After a failure the pool is empty (no poller):
+ * the caller starts it again.
+ *
+ * Context: process context; sleeps.
+ * Return: 0, -EBUSY, or the error of kevd_pollers_start().
+ */
+int kevd_pollers_restart(unsigned int nr, unsigned int *old)
+{
+	might_sleep();
+	if (kevd_nr_evds())
+		return -EBUSY;
+	kevd_pollers_stop();
+	*old = READ_ONCE(kevd_param_nr_pollers);
+	WRITE_ONCE(kevd_param_nr_pollers, nr);
+	return kevd_pollers_start(kevd_pass);
+}
+EXPORT_SYMBOL_GPL(kevd_pollers_restart);	/* not public: for kevd's own tests */
+
+/**
  * kevd_pollers_stop() - stop the pool (module exit).
  *
  * Every EVD is freed by then (its consumer module is gone), so the run

@@ -12,6 +12,8 @@
 /* The number of poller threads (evd/poller.c). */
 unsigned int kevd_nr_pollers(void);
 unsigned int kevd_nr_evds(void);
+/* Stop the pool, start it with @nr pollers (evd/poller.c; no EVD may exist). */
+int kevd_pollers_restart(unsigned int nr, unsigned int *old);
 
 /* Wait until *@v >= @target (60 s bound); false if the bound ran out. */
 bool kevd_test_wait_count(atomic_t *v, int target);
