@@ -69,4 +69,9 @@ run:
 bench:
 	$(HARNESS) bench
 
-.PHONY: all modules tests samples all-modules install clean check check-uml check-smp run bench
+# Not part of check: SOAK_MINUTES (default 30) on both test kernels.
+SOAK_MINUTES ?= 30
+soak:
+	$(HARNESS) soak $(SOAK_MINUTES)
+
+.PHONY: all modules tests samples all-modules install clean check check-uml check-smp run bench soak

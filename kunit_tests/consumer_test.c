@@ -2365,7 +2365,8 @@ static void kevd_consumer_random(struct kunit *test)
 							 r->seen[i], RND_SEQS),
 				      "producer %u: an event lost", i);
 	}
-	kunit_info(test, "%llu events posted, %llu seen", posted, seen);
+	kunit_info(test, "%llu events posted, %llu seen, %d duplicated", posted,
+		   seen, atomic_read(&r->dups));
 	for (i = 0; i < ARRAY_SIZE(r->why) && r->why[i][0]; i++)
 		kunit_info(test, "order error: %s", r->why[i]);
 	KUNIT_EXPECT_GT(test, posted, 0ULL);

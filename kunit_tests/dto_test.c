@@ -718,12 +718,13 @@ static void kevd_dto_stress(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, st.polled, st.added);
 	dto_cons_expect(test, c, st.added, nsw);
 	KUNIT_ASSERT_EQ(test, kevd_query(c->evd, &p), 0);
-	kunit_info(test, "%s/%s: %llu CQEs (%d injected in the arm window), %u software, %llu notifications (%d spurious), %llu arms, %llu repolls, %llu empty, max batch %llu",
+	kunit_info(test, "%s/%s: %llu CQEs (%d injected in the arm window), %u software, %llu notifications (%d spurious), %llu arms, %llu repolls, %llu empty, max batch %llu, %d delivered, %d duplicated",
 		   fake_hca_mode_name(dc->mode), dto_cons_names[dc->cons],
 		   st.added, atomic_read(&in.injected), nsw,
 		   p.stats.notifications, atomic_read(&prod->fired),
 		   p.stats.arms, p.stats.repolls, p.stats.empty_notifications,
-		   p.stats.max_batch);
+		   p.stats.max_batch, atomic_read(&c->dto),
+		   atomic_read(&c->dups));
 	dto_cons_free(test, c);
 	fake_hca_destroy(hca);
 }

@@ -55,7 +55,7 @@ params_dir=/sys/module/kevd/parameters
 # /guest in the initramfs), one file each, sourced: they share this
 # shell's state (the soft RDMA devices are set up once per boot).
 guest_dir=${0%/*}/guest
-for f in ktap lib modparams kunit bench e2e demo distro faults; do
+for f in ktap lib modparams kunit bench e2e demo distro faults soak; do
 	if [ -r "$guest_dir/$f.sh" ]; then
 		# shellcheck source=/dev/null
 		. "$guest_dir/$f.sh"
@@ -87,6 +87,9 @@ suites:*)
 	for f in $(echo "${kevd_mode#suites:}" | tr , ' '); do
 		"${f}_suite"
 	done
+	;;
+soak:*)
+	soak_suite "${kevd_mode#soak:}"
 	;;
 run)
 	if demo; then echo "KEVD-HARNESS: run ok"; else echo "KEVD-HARNESS: run failed"; fi
