@@ -3,7 +3,7 @@
 #
 # init of the kevd test kernels (UML with the host's / as hostfs root, or
 # the QEMU initramfs). The kernel command line passes:
-#   kevd_mode=check|run|bench|distro  what to do
+#   kevd_mode=check|run|bench|distro|soak:<min>|suites:<list>  what to do
 #   kevd_stage=DIR         root of lib/modules/<release>/ (UML: the host
 #                          path of the staging dir; QEMU: /)
 #   kevd_tmp=DIR           where to mount a scratch tmpfs (default /tmp)
@@ -13,7 +13,9 @@
 # and modes are in guest/: ktap.sh (the KTAP emitter), lib.sh (modules,
 # soft RDMA devices), modparams.sh, kunit.sh, bench.sh (the smoke suite
 # and the full benchmark), e2e.sh, demo.sh (kevd_mode=run), distro.sh
-# (kevd_mode=distro: Debian's own kernel image), faults.sh (kmemleak).
+# (kevd_mode=distro: Debian's own kernel image), faults.sh (device
+# removal, the module lifecycle, kmemleak), soak.sh (kevd_mode=soak:<min>,
+# make soak); kevd_mode=suites:<a>,<b> runs only those (development).
 
 # shellcheck disable=SC2034 # IP, params_dir: used by guest/*.sh
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
