@@ -339,19 +339,13 @@ static void kevd_fault_walk_resize(struct kunit *test)
 /* A software event through a SINGLE_INSTANCE upcall: the pool serves. */
 static void fault_pool_serves(struct kunit *test)
 {
-	struct kevd_upcall up;
 	struct kevd_rec *rec = kevd_rec_new(test);
-	struct kevd_attr attr;
+	struct kevd_upcall up = { kevd_rec_upcall, rec };
 	struct kevd *evd;
 
-	up = (struct kevd_upcall){ kevd_rec_upcall, rec };
-	kevd_attr_init(&attr);
-	attr.qlen = 8;
-	attr.flags = KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = up;
-	evd = kevd_create(NULL, &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = kevd_test_create(test, 8, KEVD_SOFTWARE_FLAG,
+			       KEVD_UPCALL_SINGLE_INSTANCE, &up,
+			       KEVD_UPCALL_INVOC_ANY);
 	KUNIT_EXPECT_EQ(test, kevd_post_se(evd, (void *)1), 0);
 	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&rec->calls, 1));
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,

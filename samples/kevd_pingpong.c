@@ -566,6 +566,25 @@ static int pp_posted(struct pp_dev *d, u32 idx, int rc, int *expect)
 	return 0;
 }
 
+/*
+ * A receive on B (index 2 * @idx + 1; a SEND's lands in slot @k, a WRITE
+ * with immediate's has no SGE), then A's @op (index 2 * @idx; a WRITE with
+ * immediate carries the receive's index).
+ */
+static int pp_recv_send(struct pp_dev *d, u32 k, u32 idx, enum pp_kind rkind,
+			enum pp_kind skind, enum ib_wr_opcode op, int *expect)
+{
+	struct pp_side *a = &d->side[0], *b = &d->side[1];
+	int rc;
+
+	rc = pp_posted(d, 2 * idx + 1,
+		       pp_post_recv(b, k, pp_cookie(2 * idx + 1, rkind),
+				    op == IB_WR_SEND), expect);
+	return rc ?: pp_posted(d, 2 * idx,
+			       pp_post_send(a, b, k, pp_cookie(2 * idx, skind),
+					    op, 2 * idx + 1), expect);
+}
+
 /* One batch of @n operations of one kind, A to B; returns 0 or -errno. */
 static int pp_batch(struct pp_dev *d, int m, enum pp_kind kind, u32 base,
 		    u32 n)
@@ -582,16 +601,8 @@ static int pp_batch(struct pp_dev *d, int m, enum pp_kind kind, u32 base,
 		case PP_SEND:
 			pp_fill(pp_slot(a, k), idx);
 			memset(pp_slot(b, k), 0, msg_size);
-			rc = pp_posted(d, 2 * idx + 1,
-				       pp_post_recv(b, k, pp_cookie(2 * idx + 1,
-								    PP_RECV),
-						    true), &expect);
-			rc = rc ?: pp_posted(d, 2 * idx,
-					     pp_post_send(a, b, k,
-							  pp_cookie(2 * idx,
-								    PP_SEND),
-							  IB_WR_SEND, 0),
-					     &expect);
+			rc = pp_recv_send(d, k, idx, PP_RECV, PP_SEND,
+					  IB_WR_SEND, &expect);
 			break;
 		case PP_WRITE:
 			pp_fill(pp_slot(a, k), idx);
@@ -605,18 +616,8 @@ static int pp_batch(struct pp_dev *d, int m, enum pp_kind kind, u32 base,
 		case PP_WRITE_IMM:
 			pp_fill(pp_slot(a, k), idx);
 			memset(pp_slot(b, k), 0, msg_size);
-			rc = pp_posted(d, 2 * idx + 1,
-				       pp_post_recv(b, k,
-						    pp_cookie(2 * idx + 1,
-							      PP_RECV_IMM),
-						    false), &expect);
-			rc = rc ?: pp_posted(d, 2 * idx,
-					     pp_post_send(a, b, k,
-							  pp_cookie(2 * idx,
-								    PP_WRITE_IMM),
-							  IB_WR_RDMA_WRITE_WITH_IMM,
-							  2 * idx + 1),
-					     &expect);
+			rc = pp_recv_send(d, k, idx, PP_RECV_IMM, PP_WRITE_IMM,
+					  IB_WR_RDMA_WRITE_WITH_IMM, &expect);
 			break;
 		case PP_READ:
 			pp_fill(pp_slot(b, k), idx);
