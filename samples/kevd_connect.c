@@ -35,6 +35,16 @@
  *     mr_steps=5 outside_mr=<DTO status> no_listener=<event or errno> ok
  * The load fails (-EIO) if any step fails.
  *
+ * With until_removed=<seconds>, per device it only establishes one
+ * connection, exchanges the sends, posts KC_HELD receives on each side
+ * and prints "kevd-e2e-cm-removal device=<dev> running"; then it waits
+ * on the async EVD for the device's removal: rdma_cm's DEVICE_REMOVAL,
+ * which kevd posts there as IA_CATASTROPHIC. It tears down in the
+ * documented order (QPs to error, every receive back flushed, ids and
+ * QPs destroyed, EVDs freed, PD, device reference) and prints
+ *   kevd-e2e-cm-removal device=<dev> catastrophic=N flushed=N ok rc=0
+ * A consumer without an ib_client learns of the removal this way only.
+ *
  * Context: everything runs in the loading thread, which takes the events
  * with kevd_wait(); the consumer handler below runs in rdma_cm's thread
  * and only drives the active side's connect.
@@ -57,6 +67,9 @@ MODULE_PARM_DESC(devices, "Devices and addresses, <ibdev>@<IPv6>,... (default si
 static unsigned int cycles = 1;
 module_param(cycles, uint, 0444);
 MODULE_PARM_DESC(cycles, "Accepted connections per device, each with traffic, flushes and a disconnect (default 1)");
+static unsigned int until_removed;
+module_param(until_removed, uint, 0444);
+MODULE_PARM_DESC(until_removed, "Hold a connection until the device is removed (DEVICE_REMOVAL), at most this many seconds, up to 4000 (default 0: off)");
 static unsigned short port = 18600;
 module_param(port, ushort, 0444);
 MODULE_PARM_DESC(port, "TCP port of the listener (the next one must be free)");
@@ -69,6 +82,7 @@ MODULE_PARM_DESC(port, "TCP port of the listener (the next one must be free)");
 #define KC_REQ_LEN	32
 #define KC_REJ_LEN	20
 #define KC_ACC_LEN	24
+#define KC_HELD		8	/* receives each side holds (until_removed) */
 
 /* The active side's connect, driven by the consumer's handler. */
 struct kc_active {
@@ -176,7 +190,10 @@ static int kc_expect(struct kc_dev *d, struct kevd *evd, u32 number,
 static int kc_connect(struct kc_dev *d, struct kc_active *a, u16 to_port,
 		      u8 seed)
 {
-	struct kevd_cm_attr attr = { .conn_evd = d->a_evd, .ep = a };
+	struct kevd_cm_attr attr = {
+		.conn_evd = d->a_evd, .ep = a,
+		.async_evd = until_removed ? d->async : NULL,
+	};
 	struct sockaddr_in6 dst = d->sin, src = d->sin;
 	int ret;
 
@@ -416,7 +433,10 @@ static int kc_establish(struct kc_dev *d, struct kc_active *a,
 		.retry_count = 7,
 		.rnr_retry_count = 7,
 	};
-	struct kevd_cm_attr attr = { .conn_evd = d->p_evd, .ep = d };
+	struct kevd_cm_attr attr = {
+		.conn_evd = d->p_evd, .ep = d,
+		.async_evd = until_removed ? d->async : NULL,
+	};
 	struct ib_qp_init_attr qp_attr;
 	struct kevd_event ev;
 	u8 acc[KC_ACC_LEN];
@@ -493,6 +513,76 @@ static int kc_accept_round(struct kc_dev *d)
 		ret = kc_traffic(d);
 	if (!ret)
 		ret = kc_flush_then_disconnect(d, &a, pid);
+	kc_connection_end(d, &a, pid);
+	return ret;
+}
+
+/* --- the device goes away (until_removed) -------------------------------- */
+
+/* @n receives flushed on @evd, from @cookie on, in order. */
+static int kc_flushed(struct kc_dev *d, struct kevd *evd, u64 cookie, u32 n)
+{
+	struct kevd_event ev;
+	u32 i = 0;
+	int ret;
+
+	while (i < n) {
+		ret = kc_wait(evd, &ev, false);
+		if (ret)
+			return ret;
+		if (ev.event_number != KEVD_DTO_COMPLETION_EVENT)
+			continue;	/* a connection event, if any comes */
+		if (ev.dto.cookie != cookie + i ||
+		    ev.dto.status != KEVD_DTO_ERR_FLUSHED) {
+			pr_err("kevd-e2e-cm: %s: receive %llu: cookie %llu status %u\n",
+			       d->name, cookie + i, ev.dto.cookie, ev.dto.status);
+			return -EIO;
+		}
+		i++;
+		d->flushed++;
+	}
+	return 0;
+}
+
+/*
+ * One connection held, KC_HELD receives posted on each side, until the
+ * device goes: each bound id's DEVICE_REMOVAL comes to the async EVD as
+ * IA_CATASTROPHIC (rdma_cm then waits until the ids are destroyed, ib_core
+ * until the device reference is dropped). Then the documented order from
+ * this thread: both QPs to error, every receive back flushed, the ids and
+ * their QPs destroyed; kc_teardown() does the rest.
+ */
+static int kc_hold_until_removed(struct kc_dev *d, int *catastrophic)
+{
+	struct ib_qp_attr qattr = { .qp_state = IB_QPS_ERR };
+	struct rdma_cm_id *pid = NULL;
+	struct kevd_event ev;
+	struct kc_active a;
+	u32 nmore;
+	int i, ret;
+
+	ret = kc_establish(d, &a, &pid, true);
+	if (!ret)
+		ret = kc_traffic(d);
+	for (i = 0; i < KC_HELD && !ret; i++) {
+		ret = kc_post(d, a.id->qp, false, 300 + i, 2 * KC_MSGS + i);
+		ret = ret ?: kc_post(d, pid->qp, false, 400 + i,
+				     3 * KC_MSGS + i);
+	}
+	if (!ret) {
+		pr_info("kevd-e2e-cm-removal device=%s running\n", d->name);
+		ret = kevd_wait(d->async, min(until_removed, 4000U) * USEC_PER_SEC,
+				1, &ev, &nmore);
+	}
+	if (!ret && ev.event_number != KEVD_ASYNC_ERROR_IA_CATASTROPHIC)
+		ret = -EPROTO;
+	if (!ret) {
+		(*catastrophic)++;
+		ib_modify_qp(a.id->qp, &qattr, IB_QP_STATE);
+		ib_modify_qp(pid->qp, &qattr, IB_QP_STATE);
+		ret = kc_flushed(d, d->a_evd, 300, KC_HELD);
+		ret = ret ?: kc_flushed(d, d->p_evd, 400, KC_HELD);
+	}
 	kc_connection_end(d, &a, pid);
 	return ret;
 }
@@ -822,6 +912,28 @@ static void kc_teardown(struct kc_dev *d)
 		ib_device_put(d->dev);
 }
 
+/* until_removed: the held connection, the teardown, the line. */
+static int kc_run_until_removed(struct kc_dev *d, int ret)
+{
+	struct kevd_event ev;
+	int catastrophic = 0;
+
+	if (!ret)
+		ret = kc_hold_until_removed(d, &catastrophic);
+	if (d->lid)
+		kevd_cm_destroy_id(d->lid);
+	d->lid = NULL;
+	/* the other ids' IA_CATASTROPHIC (the listener's, the other side's) */
+	while (!IS_ERR_OR_NULL(d->async) && !kevd_dequeue(d->async, &ev))
+		if (ev.event_number == KEVD_ASYNC_ERROR_IA_CATASTROPHIC)
+			catastrophic++;
+	pr_info("kevd-e2e-cm-removal device=%s catastrophic=%d flushed=%d %s rc=%d\n",
+		d->name, catastrophic, d->flushed, ret ? "failed" : "ok", ret);
+	kc_teardown(d);
+	kfree(d);
+	return ret;
+}
+
 static int kc_run(char *spec)
 {
 	struct kc_dev *d;
@@ -841,6 +953,8 @@ static int kc_run(char *spec)
 	d->name = spec;
 	strscpy(d->no_listener, "none", sizeof(d->no_listener));
 	ret = kc_setup(d, at + 1);
+	if (until_removed)
+		return kc_run_until_removed(d, ret);
 	if (!ret)
 		ret = kc_reject_round(d);
 	for (i = 0; i < cycles && !ret; i++)

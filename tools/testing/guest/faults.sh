@@ -125,13 +125,53 @@ wait_log() { # text pid
 # lost, duplicated or corrupted, the load must end (no hang) and
 # kevd_pingpong unload; one cycle in four deletes the device as soon as
 # the run has started (during the connection setup), the others once
-# traffic flows. Restrack, lockdep and KASAN/KCSAN reports fail the boot.
+# traffic flows. Then kevd_removal_cm_cycles times (default 5) per device,
+# a consumer without an ib_client: kevd_connect holds a connection with
+# receives posted until the device goes; it must learn it from
+# DEVICE_REMOVAL (IA_CATASTROPHIC on its async EVD), get every receive
+# back flushed and tear down, so that the removal ends. Restrack, lockdep
+# and KASAN/KCSAN reports fail the boot.
+removal_cm() { # device cycles
+	ok=0 i=0 bad='' cat=0
+	while [ $i -lt "$2" ]; do
+		i=$((i + 1))
+		dmesg -c >/dev/null
+		$MP kevd_connect devices="$(cm_devs "$1")" until_removed=120 \
+			>>"$rm_log" 2>&1 &
+		pid=$!
+		waited=0
+		wait_log "kevd-e2e-cm-removal device=$1 running" $pid && waited=1
+		rdma link delete "$1"
+		wait $pid
+		rc=$?
+		line=$(dmesg | grep "kevd-e2e-cm-removal device=$1 catastrophic=")
+		echo "cm cycle $i: $line" >>"$rm_log"
+		rmmod kevd_connect 2>/dev/null
+		if [ $waited = 1 ] && [ $rc = 0 ] &&
+		   echo "$line" | grep -q "catastrophic=[1-9][0-9]* flushed=16 ok rc=0\$" &&
+		   rdma_readd "$1"; then
+			ok=$((ok + 1))
+			c=${line#* catastrophic=}
+			cat=$((cat + ${c%% *}))
+		else
+			bad="cycle $i (rc=$rc): ${line:-no removal line}"
+			rdma link show "$1" >/dev/null 2>&1 || rdma_readd "$1"
+		fi
+	done
+	echo "# $1: $ok of $2 removals seen through DEVICE_REMOVAL ($cat IA_CATASTROPHIC events)"
+	if [ $ok = "$2" ]; then
+		ktap_result ok "${1}_removal_through_the_cm_${2}_times"
+	else
+		ktap_result not-ok "${1}_removal_through_the_cm_${2}_times" "$ok of $2; $bad"
+	fi
+}
+
 removal_suite() {
 	rm_log=$TMP/kevd-removal.log
 	: >"$rm_log"
 	cycles=${kevd_removal_cycles:-20}
 	devs="siw0 rxe0"
-	ktap_begin kevd_removal 2
+	ktap_begin kevd_removal 4
 	rdma_devices >/dev/null 2>&1
 	$MP kevd default_policy=disable
 	for dev in $devs; do
@@ -174,6 +214,7 @@ removal_suite() {
 		else
 			ktap_result not-ok "${dev}_removed_under_traffic_${cycles}_times" "$ok of $cycles; $bad"
 		fi
+		removal_cm "$dev" "${kevd_removal_cm_cycles:-5}"
 	done
 	# the soak's KUnit loop uses kevd meanwhile (guest/soak.sh)
 	[ -n "${kevd_soak:-}" ] || rmmod kevd
