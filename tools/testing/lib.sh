@@ -82,7 +82,8 @@ ksrc_version() {
 
 # Fixes carried for the test kernels, applied in name order:
 #   patches/*.patch      every kernel (data races KCSAN found in siw and rxe
-#                        under kevd's traffic)
+#                        under kevd's traffic, ib_mad's use after free at a
+#                        device's removal)
 #   patches/um/*.patch   ARCH=um only (the UML kernels' own defects)
 # A kernel's source tree and cache key cover only the patches it gets, so a
 # UML fix does not rebuild the x86_64 kernel.
