@@ -118,6 +118,36 @@ wait_log() { # text pid
 	done
 }
 
+# One removal: load MODULE with PARAMS in the background, wait for MARK
+# in the kernel log, delete DEV, wait for the load to end. The load's
+# line with RESULT goes to $line (and to $rm_log as cycle $i). Success
+# (0): the load got to MARK, ended with status 0, its line matches OK
+# (grep) and DEV is back; otherwise the modules are unloaded and DEV
+# added again if it is gone, and $bad says what happened.
+removal_cycle() { # dev mark result ok module params...
+	dev_=$1 mark_=$2 result_=$3 ok_=$4
+	shift 4
+	dmesg -c >/dev/null
+	$MP "$@" >>"$rm_log" 2>&1 &
+	pid=$!
+	waited=0
+	wait_log "$mark_" $pid && waited=1
+	rdma link delete "$dev_"
+	wait $pid
+	rc=$?
+	line=$(dmesg | grep "$result_")
+	echo "$dev_ cycle $i: $line" >>"$rm_log"
+	rmmod "$1" 2>/dev/null
+	rmmod kevd_rc 2>/dev/null
+	if [ $waited = 1 ] && [ $rc = 0 ] && echo "$line" | grep -q "$ok_" &&
+	   rdma_readd "$dev_"; then
+		return 0
+	fi
+	bad="cycle $i (after '$mark_', rc=$rc): ${line:-no line '$result_'}"
+	rdma link show "$dev_" >/dev/null 2>&1 || rdma_readd "$dev_"
+	return 1
+}
+
 # Device removal under traffic: kevd_removal_cycles times (default 20) per
 # soft device, kevd_pingpong runs its modes until the device is deleted
 # ("rdma link delete"), then the device is added again. Every operation
@@ -135,27 +165,13 @@ removal_cm() { # device cycles
 	ok=0 i=0 bad='' cat=0
 	while [ $i -lt "$2" ]; do
 		i=$((i + 1))
-		dmesg -c >/dev/null
-		$MP kevd_connect devices="$(cm_devs "$1")" until_removed=120 \
-			>>"$rm_log" 2>&1 &
-		pid=$!
-		waited=0
-		wait_log "kevd-e2e-cm-removal device=$1 running" $pid && waited=1
-		rdma link delete "$1"
-		wait $pid
-		rc=$?
-		line=$(dmesg | grep "kevd-e2e-cm-removal device=$1 catastrophic=")
-		echo "cm cycle $i: $line" >>"$rm_log"
-		rmmod kevd_connect 2>/dev/null
-		if [ $waited = 1 ] && [ $rc = 0 ] &&
-		   echo "$line" | grep -q "catastrophic=[1-9][0-9]* flushed=16 ok rc=0\$" &&
-		   rdma_readd "$1"; then
+		if removal_cycle "$1" "kevd-e2e-cm-removal device=$1 running" \
+		   "kevd-e2e-cm-removal device=$1 catastrophic=" \
+		   "catastrophic=[1-9][0-9]* flushed=16 ok rc=0\$" \
+		   kevd_connect devices="$(cm_devs "$1")" until_removed=120; then
 			ok=$((ok + 1))
 			c=${line#* catastrophic=}
 			cat=$((cat + ${c%% *}))
-		else
-			bad="cycle $i (rc=$rc): ${line:-no removal line}"
-			rdma link show "$1" >/dev/null 2>&1 || rdma_readd "$1"
 		fi
 	done
 	echo "# $1: $ok of $2 removals seen through DEVICE_REMOVAL ($cat IA_CATASTROPHIC events)"
@@ -180,22 +196,11 @@ removal_suite() {
 			i=$((i + 1))
 			mark=running
 			[ $((i % 4)) = 1 ] && mark=started
-			dmesg -c >/dev/null
-			$MP kevd_pingpong device=$dev until_removed=120 \
-				iterations=400 depth=16 >>"$rm_log" 2>&1 &
-			pid=$!
-			waited=0
-			wait_log "kevd-e2e-removal device=$dev $mark" $pid && waited=1
-			rdma link delete $dev
-			wait $pid
-			rc=$?
-			line=$(dmesg | grep "kevd-e2e-removal device=$dev rounds=")
-			echo "cycle $i: $line" >>"$rm_log"
-			rmmod kevd_pingpong 2>/dev/null
-			rmmod kevd_rc 2>/dev/null
-			if [ $waited = 1 ] && [ $rc = 0 ] &&
-			   echo "$line" | grep -q ' lost=0 dup=0 bad=0 misordered=0 rc=0 ok$' &&
-			   rdma_readd $dev; then
+			if removal_cycle $dev "kevd-e2e-removal device=$dev $mark" \
+			   "kevd-e2e-removal device=$dev rounds=" \
+			   ' lost=0 dup=0 bad=0 misordered=0 rc=0 ok$' \
+			   kevd_pingpong device=$dev until_removed=120 \
+			   iterations=400 depth=16; then
 				ok=$((ok + 1))
 				f=${line#* flushed=}
 				e=${line#* errors=}
@@ -203,9 +208,6 @@ removal_suite() {
 				flushed=$((flushed + ${f%% *}))
 				errors=$((errors + ${e%% *}))
 				ops=$((ops + ${o%% *}))
-			else
-				bad="cycle $i (after '$mark', rc=$rc): ${line:-no removal line}"
-				rdma link show $dev >/dev/null 2>&1 || rdma_readd $dev
 			fi
 		done
 		echo "# $dev: $ok of $cycles removals: $ops operations, $flushed flushed, $errors failed in flight"
