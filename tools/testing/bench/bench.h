@@ -159,6 +159,7 @@ extern const struct bench_ops *const bench_modes[];
 struct bench_run {
 	const struct bench_ops *ops;	/* NULL: the scale test */
 	u32 rate;
+	bool loaded;		/* paced, with the saturated runs' bursts */
 	u32 max_events;
 	u64 limit_ns;
 	u32 room;
@@ -247,10 +248,15 @@ void bench_stop_consumer(struct bench_run *r);
 int bench_go_one(struct bench_run *r, struct bench_sample *s);
 int bench_one(const struct bench_ops *ops, u32 rate, u32 max_events, u32 ms,
 	      struct bench_sample *s);
+int bench_one_loaded(const struct bench_ops *ops, u32 rate, u32 max_events,
+		     u32 ms, struct bench_sample *s);
 int bench_add(struct bench_run *r, struct ib_cq *cq, struct ib_wc *wc, u32 seq);
 u64 bench_stop_thread(struct task_struct *t);
 int bench_mode_init(struct bench_run *r, struct ib_device *dev);
 void bench_mode_cleanup(struct bench_run *r);
+void bench_print_raw(const char *kind, const char *dev,
+		     const struct bench_ops *ops, u32 rate, u32 rep,
+		     const struct bench_sample *s);
 void bench_print_run(const char *dev, const struct bench_ops *ops,
 		     u32 rate, u32 rep, const struct bench_sample *s);
 

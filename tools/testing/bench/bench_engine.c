@@ -190,7 +190,7 @@ static int bench_producer(void *data)
 			go = bench_pause(r, now, start + i * period);
 			continue;
 		}
-		if (!r->rate && r->ncqs == 1 && !r->rdma)
+		if ((!r->rate || r->loaded) && r->ncqs == 1 && !r->rdma)
 			n = min(bench_prod_burst, r->max_events - i);
 		/* Room for the burst: its last CQE counts. */
 		if (bench_cq_full(r, cq, i + n - 1, &seen_delivered)) {
@@ -416,9 +416,8 @@ void bench_mode_cleanup(struct bench_run *r)
 	r->ops->cleanup(r);
 }
 
-/* One run of a single-CQ mode on the fake HCA. */
-int bench_one(const struct bench_ops *ops, u32 rate, u32 max_events, u32 ms,
-	      struct bench_sample *s)
+static int __bench_one(const struct bench_ops *ops, u32 rate, bool loaded,
+		       u32 max_events, u32 ms, struct bench_sample *s)
 {
 	struct bench_run *r;
 	int ret;
@@ -427,12 +426,34 @@ int bench_one(const struct bench_ops *ops, u32 rate, u32 max_events, u32 ms,
 	if (!r)
 		return -ENOMEM;
 	bench_run_init(r, ops, rate, max_events, ms);
+	if (loaded) {
+		r->loaded = true;
+		r->lat = bs->lat;
+	}
 	ret = bench_mode_init(r, bs->ibdev);
 	if (!ret)
 		ret = bench_go_one(r, s);
 	bench_mode_cleanup(r);
 	kfree(r);
 	return ret;
+}
+
+/* One run of a single-CQ mode on the fake HCA. */
+int bench_one(const struct bench_ops *ops, u32 rate, u32 max_events, u32 ms,
+	      struct bench_sample *s)
+{
+	return __bench_one(ops, rate, false, max_events, ms, s);
+}
+
+/*
+ * A run under load: the producer of the saturated run (bursts of
+ * prod_burst), paced at @rate, with every event's latency whatever the
+ * rate.
+ */
+int bench_one_loaded(const struct bench_ops *ops, u32 rate, u32 max_events,
+		     u32 ms, struct bench_sample *s)
+{
+	return __bench_one(ops, rate, true, max_events, ms, s);
 }
 
 /* A value of a raw line, or "na" when it is not known. */
@@ -445,17 +466,28 @@ static const char *bench_na(char *buf, size_t len, u64 v, bool known)
 	return buf;
 }
 
-/* The raw line of one run (@dev: rdma_dev's runs); the host reads it. */
-void bench_print_run(const char *dev, const struct bench_ops *ops, u32 rate,
-		     u32 rep, const struct bench_sample *s)
+/*
+ * The raw line of one run, of @kind "run" (saturated or at a fixed rate)
+ * or "loaded" (bench_one_loaded()); @dev: rdma_dev's runs. The host
+ * reads it.
+ */
+void bench_print_raw(const char *kind, const char *dev,
+		     const struct bench_ops *ops, u32 rate, u32 rep,
+		     const struct bench_sample *s)
 {
 	char n[24], a[24], p5[24], p9[24];
 
-	pr_info("kevd-bench-raw run %s%s%smode=%s rate=%u rep=%u events=%u delivered=%u wall_ns=%llu busy_ns=%llu prod_ns=%llu notif=%s arms=%s upcalls=%llu p50_ns=%s p99_ns=%s\n",
-		dev ? "dev=" : "", dev ?: "", dev ? " " : "", ops->name, rate,
-		rep, s->produced, s->delivered, s->wall_ns, s->busy_ns,
+	pr_info("kevd-bench-raw %s %s%s%smode=%s rate=%u rep=%u events=%u delivered=%u wall_ns=%llu busy_ns=%llu prod_ns=%llu notif=%s arms=%s upcalls=%llu p50_ns=%s p99_ns=%s\n",
+		kind, dev ? "dev=" : "", dev ?: "", dev ? " " : "", ops->name,
+		rate, rep, s->produced, s->delivered, s->wall_ns, s->busy_ns,
 		s->prod_ns, bench_na(n, sizeof(n), s->notif, s->counted),
 		bench_na(a, sizeof(a), s->arms, s->counted), s->upcalls,
 		bench_na(p5, sizeof(p5), s->p50_ns, s->has_lat),
 		bench_na(p9, sizeof(p9), s->p99_ns, s->has_lat));
+}
+
+void bench_print_run(const char *dev, const struct bench_ops *ops, u32 rate,
+		     u32 rep, const struct bench_sample *s)
+{
+	bench_print_raw("run", dev, ops, rate, rep, s);
 }

@@ -5,6 +5,7 @@
  * "kevd-bench-raw end=<section>"; tools/testing/bench/kevd-bench-report.py
  * turns them into the medians, tables and CSV. See bench.h.
  */
+#include <linux/math64.h>
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/tick.h>
@@ -43,6 +44,10 @@ static uint rates[BENCH_MAX_RATES] = { 10000, 100000, 1000000 };
 static int nr_rates = 3;
 module_param_array(rates, uint, &nr_rates, 0444);
 MODULE_PARM_DESC(rates, "fixed producer rates (events/s); the first gives the latency");
+
+static uint load_pct = 50;
+module_param(load_pct, uint, 0444);
+MODULE_PARM_DESC(load_pct, "the latency run under load: this percentage of each mode's saturated rate in the same repetition (1..99; 0: none)");
 
 static uint scale[BENCH_MAX_SCALES] = { 1, 16, 256, 4096 };
 static int nr_scale = 4;
@@ -183,20 +188,50 @@ static int bench_all_bursts(void)
 	return 0;
 }
 
+/* load_pct of the saturated rate of run @s, in events/s. */
+static u32 bench_load_rate(const struct bench_sample *s)
+{
+	u64 sat = div64_u64((u64)s->produced * NSEC_PER_SEC,
+			    max_t(u64, s->wall_ns, 1));
+
+	return (u32)min_t(u64, div_u64(sat * load_pct, 100), U32_MAX);
+}
+
+/*
+ * The latency under load: a run paced at @rate (load_pct of the mode's
+ * saturated rate in this repetition) with the saturated run's bursts.
+ */
+static int bench_loaded(const struct bench_ops *ops, u32 rate, u32 rep)
+{
+	struct bench_sample s;
+	int ret;
+
+	if (!load_pct || !rate)
+		return 0;
+	ret = bench_one_loaded(ops, rate, events, bench_run_ms, &s);
+	if (ret) {
+		pr_err("kevd-bench: %s under load (%u/s): error %d\n",
+		       ops->name, rate, ret);
+		return ret;
+	}
+	bench_print_raw("loaded", NULL, ops, rate, rep, &s);
+	return 0;
+}
+
 static int bench_all(void)
 {
 	const struct bench_ops *ops;
 	struct bench_sample s;
+	u32 rate, loaded = 0;
 	int ri, rep, ret;
-	u32 rate;
 
 	pr_info("kevd-bench: kernel=%s cpus=%u consumer_cpu=%d producer_cpu=%d cpu_time=%s events<=%u run_ms=%u reps=%u depth=%u prod_burst=%u\n",
 		bench_kernel, num_online_cpus(), bs->ccpu, bs->pcpu,
 		bs->nohz ? "nohz-idle" : "tick-kcpustat", events, bench_run_ms,
 		bench_reps, bench_depth, bench_prod_burst);
-	pr_info("kevd-bench-raw config kernel=%s shared=%d nohz=%d reps=%u events=%u depth=%u\n",
+	pr_info("kevd-bench-raw config kernel=%s shared=%d nohz=%d reps=%u events=%u depth=%u load_pct=%u\n",
 		bench_kernel, bs->shared, bs->nohz, bench_reps, events,
-		bench_depth);
+		bench_depth, load_pct);
 
 	for (rep = 0; rep < bench_reps; rep++) {
 		ret = bench_drain_rep("calibration", rep);
@@ -224,7 +259,12 @@ static int bench_all(void)
 					return ret;
 				}
 				bench_print_run(NULL, ops, rate, rep, &s);
+				if (!ri)
+					loaded = bench_load_rate(&s);
 			}
+			ret = bench_loaded(ops, loaded, rep);
+			if (ret)
+				return ret;
 		}
 	}
 	if (bs->shared && bs->nohz) {
@@ -348,7 +388,7 @@ static int __init kevd_bench_init(void)
 	    !events || !bench_scale_qlen || nr_scale < 1 || !drain_events ||
 	    !bench_rdma_depth || !bench_rdma_events || !bench_rdma_rate ||
 	    !bench_rdma_smoke_events || !bench_prod_burst ||
-	    bench_prod_burst > BENCH_BATCH) {
+	    bench_prod_burst > BENCH_BATCH || load_pct > 99) {
 		pr_err("kevd-bench: bad parameters\n");
 		return -EINVAL;
 	}

@@ -3,14 +3,16 @@
 """The statistics of kevd_bench, on the host.
 
 kevd_bench (tools/testing/bench/bench_*.c) prints one raw line per run,
-"kevd-bench-raw run|backlog|drain|scale|scale-set ...", and closes each
+"kevd-bench-raw run|loaded|backlog|drain|scale|scale-set ...", and closes each
 section with "kevd-bench-raw end=calib|modes|scale|rdma". This script
 reads the console's kevd-bench lines (stdin or files), takes the median
 of each measurement over the repetitions (the upper one for an even
 count, as the module's sort did), and prints in place of each section
 the lines it stands for: kevd-bench-calib, kevd-bench-floor-drain,
 kevd-bench-backlog, the kevd-bench-table text table, the kevd-bench-csv
-lines, the kevd-bench mode=... summaries, kevd-bench-scale[-floor],
+lines, the kevd-bench mode=... summaries, kevd-bench-loaded and
+kevd-bench-csv-loaded (the latency at load_pct of each mode's saturated
+rate), kevd-bench-scale[-floor],
 kevd-bench-rdma and kevd-bench-csv-rdma. Every other line passes through.
 
   grep kevd-bench console.log | kevd-bench-report.py
@@ -61,6 +63,7 @@ class Report:
         self.floor_x10 = 0      # the floor's drain cost
         self.drains = {}        # with -> [(fill_ns, drain_ns, events)]
         self.runs = {}          # (dev, mode, rate) -> [sample dict]
+        self.loaded = {}        # mode -> [sample dict], rate included
         self.backlogs = {}      # mode -> [(cpu_x10, notif_x1000)]
         self.scale_sets = {}    # (kind, n) -> scale-set fields
         self.scale = {}         # (kind, n) -> {rep: fields}
@@ -102,11 +105,20 @@ class Report:
         return busy * 10 // produced if produced else 0
 
     def raw_run(self, f):
+        self.runs.setdefault((f.get('dev'), f['mode'], int(f['rate'])),
+                             []).append(self.sample(f))
+
+    def raw_loaded(self, f):
+        s = self.sample(f)
+        s['rate'] = int(f['rate'])
+        self.loaded.setdefault(f['mode'], []).append(s)
+
+    def sample(self, f):
         dev = f.get('dev')
         n = int(f['events'])
         per = (lambda v: None if v is None else
                (v * 1000 // n if n else 0))
-        s = {
+        return {
             'ev_per_s': n * 10**9 // max(int(f['wall_ns']), 1),
             'cpu_x10': self.cpu_x10(f, n, dev is None),
             'notif': per(num(f['notif'])),
@@ -115,7 +127,6 @@ class Report:
             'p50': num(f['p50_ns']),
             'p99': num(f['p99_ns']),
         }
-        self.runs.setdefault((dev, f['mode'], int(f['rate'])), []).append(s)
 
     def raw_backlog(self, f):
         n = int(f['events'])
@@ -243,6 +254,32 @@ class Report:
                 self.emit(f'kevd-bench-csv,{k},{mode},{rn},{eps},{o["c"]},'
                           f'{o["n"]},{o["a"]},{o["u"]},{o["p5"]},'
                           f'{o["p9"]},{o["vw"]},{o["vf"]},{r}')
+        self.end_loaded()
+
+    def end_loaded(self):
+        """The latency under load: runs paced at load_pct of each mode's
+        saturated rate in the same repetition (p50_vs_wq: the mode's
+        median latency over wq's, both at their own load_pct)."""
+        if not self.loaded:
+            return
+        k, pct = self.kernel, self.cfg.get('load_pct', 0)
+        wq = self.medians(self.loaded['wq']) if 'wq' in self.loaded else {}
+        self.emit('kevd-bench-csv-loaded,kernel,mode,load_pct,rate,ev_per_s,'
+                  'notif_per_ev,p50_us,p99_us,p50_vs_wq,reps')
+        for mode, samples in self.loaded.items():
+            x = self.medians(samples)
+            o = self.cols(x, x, 0, 0)
+            vw = 'na'
+            if x['p50'] is not None and wq.get('p50') is not None:
+                vw = ratio(x['p50'], wq['p50'])
+            self.emit(f'kevd-bench-loaded kernel={k} mode={mode} '
+                      f'load_pct={pct} rate={x["rate"]} '
+                      f'ev_per_s={x["ev_per_s"]} notif_per_ev={o["n"]} '
+                      f'p50_us={o["p5"]} p99_us={o["p9"]} p50_vs_wq={vw} '
+                      f'reps={x["reps"]}')
+            self.emit(f'kevd-bench-csv-loaded,{k},{mode},{pct},{x["rate"]},'
+                      f'{x["ev_per_s"]},{o["n"]},{o["p5"]},{o["p9"]},{vw},'
+                      f'{x["reps"]}')
 
     def scale_results(self, kind):
         sizes = sorted(n for (kd, n) in self.scale if kd == kind)
