@@ -2,10 +2,11 @@
 /*
  * The fake HCA (see fake_hca.h).
  *
- * Locking: fcq->lock (irqsave) guards the queue, the armed state and the
- * counters. The completion and event handlers are called without it, as
+ * Locking: fcq->lock (irqsave) guards the queue, the armed state, the
+ * moderation and the counters. The completion and event handlers are called without it, as
  * real drivers do, so a handler may add CQEs or arm again.
  */
+#include <linux/hrtimer.h>
 #include <linux/kthread.h>
 #include <linux/log2.h>
 #include <linux/module.h>
@@ -40,6 +41,10 @@ struct fake_cq {
 	int comp_vector;	/* as create_cq received it */
 	int arm_error;		/* req_notify_cq fails with it (0: works) */
 	int poll_error;		/* poll_cq fails with it (0: works) */
+	u16 mod_count;		/* modify_cq: completions per notification */
+	u16 mod_period;		/* ...or this many µs after the first one */
+	u32 mod_pending;	/* completions held back since the arm */
+	struct hrtimer mod_timer;	/* the period */
 };
 
 static struct fake_cq *to_fcq(struct ib_cq *cq)
@@ -109,6 +114,47 @@ static void fake_notify(struct fake_cq *fcq)
 }
 
 /*
+ * The moderation period ran out (hard IRQ): notify for the completions
+ * held back, if the CQ is still armed for them.
+ */
+static enum hrtimer_restart fake_mod_timer_fn(struct hrtimer *t)
+{
+	struct fake_cq *fcq = container_of(t, struct fake_cq, mod_timer);
+	unsigned long flags;
+	bool fire = false;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	if (fcq->armed && fcq->mod_pending) {
+		fcq->armed = 0;
+		fcq->mod_pending = 0;
+		fire = true;
+	}
+	spin_unlock_irqrestore(&fcq->lock, flags);
+	if (fire)
+		fake_notify(fcq);
+	return HRTIMER_NORESTART;
+}
+
+/*
+ * As an HCA's CQ moderation: an armed CQ notifies once @cq_count
+ * completions it was armed for have come, or @cq_period µs after the
+ * first of them, whichever is first. 0 and 1 for the count (with no
+ * period) notify for each, as without moderation.
+ */
+static int fake_modify_cq(struct ib_cq *ibcq, u16 cq_count, u16 cq_period)
+{
+	struct fake_cq *fcq = to_fcq(ibcq);
+	unsigned long flags;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	fcq->mod_count = cq_count;
+	fcq->mod_period = cq_period;
+	fcq->st.modifies++;
+	spin_unlock_irqrestore(&fcq->lock, flags);
+	return 0;
+}
+
+/*
  * 6.12 passes the uverbs attributes, 6.1 the udata (Kbuild detects
  * which); unused either way.
  */
@@ -135,6 +181,8 @@ static int fake_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 	spin_lock_init(&fcq->lock);
 	fcq->irq_cpu = -1;
 	INIT_CSD(&fcq->csd, fake_irq_fn, fcq);
+	hrtimer_init(&fcq->mod_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	fcq->mod_timer.function = fake_mod_timer_fn;
 	fcq->mask = size - 1;
 	fcq->comp_vector = attr->comp_vector;
 	ibcq->cqe = size;
@@ -148,6 +196,7 @@ static int fake_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	/* As a driver quiesces its interrupt before the CQ goes away. */
 	if (fcq->firer)
 		kthread_stop(fcq->firer);
+	hrtimer_cancel(&fcq->mod_timer);
 	/* As a driver synchronises its vector: no IPI in flight. */
 	while (atomic_read(&fcq->irq_inflight))
 		cpu_relax();
@@ -240,6 +289,7 @@ static int fake_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags how)
 		return ret;
 	}
 	fcq->armed = how & IB_CQ_SOLICITED_MASK;
+	fcq->mod_pending = 0;
 	if (fcq->head != fcq->tail) {
 		if (fake_lenient(hca)) {
 			fcq->armed = 0;
@@ -262,6 +312,7 @@ static const struct ib_device_ops fake_hca_ops = {
 	.poll_cq = fake_poll_cq,
 	.req_notify_cq = fake_req_notify_cq,
 	.resize_cq = fake_resize_cq,
+	.modify_cq = fake_modify_cq,
 	INIT_RDMA_OBJ_SIZE(ib_cq, fake_cq, ibcq),
 };
 
@@ -378,6 +429,27 @@ static void fake_cq_garble(struct ib_wc *wc, u64 n)
 }
 
 /*
+ * Under fcq->lock, a completion the CQ is armed for: 1 to notify now
+ * (disarmed), or 0 while moderation holds it back (fake_modify_cq()); the
+ * first one held back starts the period.
+ */
+static int fake_cq_moderate(struct fake_cq *fcq)
+{
+	lockdep_assert_held(&fcq->lock);
+	if (++fcq->mod_pending < max_t(u32, fcq->mod_count, 1)) {
+		if (fcq->mod_pending == 1 && fcq->mod_period)
+			hrtimer_start(&fcq->mod_timer,
+				      ns_to_ktime(fcq->mod_period * NSEC_PER_USEC),
+				      HRTIMER_MODE_REL_HARD);
+		return 0;
+	}
+	fcq->armed = 0;
+	fcq->mod_pending = 0;
+	hrtimer_try_to_cancel(&fcq->mod_timer);
+	return 1;
+}
+
+/*
  * Under fcq->lock: queue one completion (its wr_id replaced by its
  * position in the CQ if @seq). Returns -ENOSPC on overrun, 1 if the CQ
  * was armed for it (NEXT_COMP for any completion, SOLICITED for receives:
@@ -401,10 +473,8 @@ static int fake_cq_push_locked(struct fake_cq *fcq, const struct ib_wc *wc,
 	WRITE_ONCE(fcq->tail, fcq->tail + 1);	/* fake_cq_count() */
 	fcq->st.added++;
 	if (fcq->armed == IB_CQ_NEXT_COMP ||
-	    (fcq->armed == IB_CQ_SOLICITED && (wc->opcode & IB_WC_RECV))) {
-		fcq->armed = 0;
-		return 1;
-	}
+	    (fcq->armed == IB_CQ_SOLICITED && (wc->opcode & IB_WC_RECV)))
+		return fake_cq_moderate(fcq);
 	return 0;
 }
 
@@ -772,6 +842,34 @@ void fake_cq_stats(struct ib_cq *cq, struct fake_cq_stats *st)
 	spin_unlock_irqrestore(&fcq->lock, flags);
 }
 EXPORT_SYMBOL_GPL(fake_cq_stats);
+
+/**
+ * fake_cq_moderation() - the CQ's moderation, as modify_cq set it.
+ * @cq: a fake CQ.
+ * @count: completions per notification (0: none set).
+ * @period: µs after the first held back (0: none).
+ */
+void fake_cq_moderation(struct ib_cq *cq, u16 *count, u16 *period)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+	unsigned long flags;
+
+	spin_lock_irqsave(&fcq->lock, flags);
+	*count = fcq->mod_count;
+	*period = fcq->mod_period;
+	spin_unlock_irqrestore(&fcq->lock, flags);
+}
+EXPORT_SYMBOL_GPL(fake_cq_moderation);
+
+/**
+ * fake_hca_set_no_modify() - a provider without modify_cq (rxe, siw).
+ * @hca: the device, before any CQ is created on it.
+ */
+void fake_hca_set_no_modify(struct fake_hca *hca)
+{
+	hca->ibdev.ops.modify_cq = NULL;
+}
+EXPORT_SYMBOL_GPL(fake_hca_set_no_modify);
 
 MODULE_DESCRIPTION("kevd fake HCA for tests and benchmarks");
 MODULE_LICENSE("Dual BSD/GPL");

@@ -37,6 +37,8 @@ enum fake_hca_mode {
  * @added: CQEs added.
  * @overruns: CQEs dropped because the CQ was full.
  * @injected: CQEs added by the arm-window injection hook.
+ * @modifies: modify_cq calls (moderation: held back for up to a count
+ *	of completions or a period; see fake_cq_moderation()).
  */
 struct fake_cq_stats {
 	u64 arms;
@@ -46,6 +48,7 @@ struct fake_cq_stats {
 	u64 added;
 	u64 overruns;
 	u64 injected;
+	u64 modifies;
 };
 
 /*
@@ -81,5 +84,7 @@ bool fake_cq_empty(struct ib_cq *cq);
 bool fake_cq_armed(struct ib_cq *cq);
 int fake_cq_comp_vector(struct ib_cq *cq);
 void fake_cq_stats(struct ib_cq *cq, struct fake_cq_stats *st);
+void fake_cq_moderation(struct ib_cq *cq, u16 *count, u16 *period);
+void fake_hca_set_no_modify(struct fake_hca *hca);
 
 #endif /* _KEVD_FAKE_HCA_H */
