@@ -60,6 +60,7 @@
 #include <rdma/rdma_cm.h>
 #include <kevd/kevd.h>
 #include "kevd_compat.h"
+#include "kevd_rc.h"		/* kevd_rc_buf_alloc() only */
 
 static char *devices = "siw0@fe80::2,rxe0@fe80::3";
 module_param(devices, charp, 0444);
@@ -866,8 +867,8 @@ static int kc_setup(struct kc_dev *d, char *addr)
 		d->pd = NULL;
 		return ret;
 	}
-	d->buf = kzalloc(4 * KC_MSGS * KC_MSG, GFP_KERNEL);
-	d->mr_buf = kzalloc(PAGE_SIZE, GFP_KERNEL);	/* one page */
+	d->buf = kevd_rc_buf_alloc(4 * KC_MSGS * KC_MSG);
+	d->mr_buf = kevd_rc_buf_alloc(PAGE_SIZE);	/* one page */
 	if (!d->buf || !d->mr_buf)
 		return -ENOMEM;
 	d->dma = ib_dma_map_single(d->dev, d->buf, 4 * KC_MSGS * KC_MSG,
@@ -904,8 +905,10 @@ static void kc_teardown(struct kc_dev *d)
 	if (d->dma)
 		ib_dma_unmap_single(d->dev, d->dma, 4 * KC_MSGS * KC_MSG,
 				    DMA_BIDIRECTIONAL);
-	kfree(d->buf);
-	kfree(d->mr_buf);
+	if (d->buf)
+		free_pages_exact(d->buf, 4 * KC_MSGS * KC_MSG);
+	if (d->mr_buf)
+		free_pages_exact(d->mr_buf, PAGE_SIZE);
 	if (d->pd)
 		ib_dealloc_pd(d->pd);
 	if (d->dev)

@@ -872,7 +872,7 @@ static void pp_free_side(struct pp_dev *d, struct pp_side *s)
 	if (s->buf) {
 		ib_dma_unmap_single(d->dev, s->dma, (size_t)depth * msg_size,
 				    DMA_BIDIRECTIONAL);
-		kfree(s->buf);
+		free_pages_exact(s->buf, (size_t)depth * msg_size);
 		s->buf = NULL;
 	}
 }
@@ -918,14 +918,15 @@ static int pp_setup(struct pp_dev *d)
 		struct pp_side *s = &d->side[i];
 
 		s->d = d;
-		s->buf = kzalloc((size_t)depth * msg_size, GFP_KERNEL);
+		/* pages of its own: see kevd_rc_buf_alloc() */
+		s->buf = kevd_rc_buf_alloc((size_t)depth * msg_size);
 		if (!s->buf)
 			return -ENOMEM;
 		s->dma = ib_dma_map_single(d->dev, s->buf,
 					   (size_t)depth * msg_size,
 					   DMA_BIDIRECTIONAL);
 		if (ib_dma_mapping_error(d->dev, s->dma)) {
-			kfree(s->buf);
+			free_pages_exact(s->buf, (size_t)depth * msg_size);
 			s->buf = NULL;
 			return -EIO;
 		}

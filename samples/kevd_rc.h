@@ -17,6 +17,7 @@
 #ifndef _KEVD_RC_H
 #define _KEVD_RC_H
 
+#include <linux/gfp.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 #include <kevd/kevd.h>
@@ -52,6 +53,25 @@ struct kevd_rc {
 	struct kevd *conn_evd;
 	int err;
 };
+
+/**
+ * kevd_rc_buf_alloc() - zeroed pages of their own for a buffer the
+ * provider reads and writes.
+ * @size: bytes; free with free_pages_exact(buf, @size).
+ *
+ * Not kmalloc(): rxe and siw copy through kmap_local_page() of the
+ * buffer's pages, and without a vmemmap (SPARSEMEM alone, as the SMP
+ * test kernel) that reads the page's flags for its section, while SLUB
+ * changes the flags of a slab page as its other objects come and go:
+ * KCSAN reported that race in rxe_mr_copy() under traffic. The flags of
+ * pages a buffer has to itself do not change under it.
+ *
+ * Return: the buffer, or NULL.
+ */
+static inline void *kevd_rc_buf_alloc(size_t size)
+{
+	return alloc_pages_exact(size, GFP_KERNEL | __GFP_ZERO);
+}
 
 int kevd_rc_connect(struct kevd_rc *rc);
 void kevd_rc_disconnect(struct kevd_rc *rc);

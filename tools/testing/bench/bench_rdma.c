@@ -226,7 +226,8 @@ void bench_rdma_destroy(void)
 				    DMA_BIDIRECTIONAL);
 	if (!IS_ERR_OR_NULL(br->mr))
 		ib_dereg_mr(br->mr);
-	kfree(br->buf);
+	if (br->buf)
+		free_pages_exact(br->buf, PAGE_SIZE);
 	kfree(br->wrs);
 	if (!IS_ERR_OR_NULL(br->pd))
 		ib_dealloc_pd(br->pd);
@@ -268,7 +269,7 @@ int bench_rdma_create(void)
 	}
 	bs->rdma = br;
 	br->wrs = kcalloc(bench_rdma_depth, sizeof(*br->wrs), GFP_KERNEL);
-	br->buf = kzalloc(PAGE_SIZE, GFP_KERNEL);
+	br->buf = kevd_rc_buf_alloc(PAGE_SIZE);
 	if (!br->wrs || !br->buf)
 		goto fail;
 	br->pd = ib_alloc_pd(br->dev, 0);
