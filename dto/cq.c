@@ -25,7 +25,8 @@
  *     are on evd->gated_qps, under evd->lock, looked up only while one is
  *     gated (one list_empty() per poll otherwise).
  *   - Teardown (kevd_free()): the EVD is marked dead under evd->lock, the
- *     poller lets go, then ib_destroy_cq(); only then is the memory freed.
+ *     poller lets go, the moderation's work is cancelled (dto/dim.c),
+ *     then ib_destroy_cq(); only then is the memory freed.
  */
 #include "kevd_internal.h"
 
@@ -58,7 +59,7 @@ static void kevd_comp_handler(struct ib_cq *cq, void *ctx)
  * @event_handler: the CQ's async event handler (the EVD's, evd/evd.c).
  *
  * Context: process context; may sleep.
- * Return: 0 or the error of ib_create_cq().
+ * Return: 0, -ENOMEM, or the error of ib_create_cq().
  */
 int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 		   const struct kevd_attr *attr, u32 vector,
@@ -70,11 +71,16 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 	};
 	struct ib_cq *cq;
 
+	int ret;
+
 	evd->dev = dev;
 	evd->comp_vector = vector;
+	ret = kevd_dim_create(evd, dev);
+	if (ret)
+		return ret;
 	cq = ib_create_cq(dev, kevd_comp_handler, event_handler, evd, &cq_attr);
 	if (IS_ERR(cq))
-		return PTR_ERR(cq);
+		return PTR_ERR(cq);	/* the EVD's error path frees the dim */
 	evd->cq = cq;
 	evd->cq_follows_qlen = !attr->cq_depth;
 	evd->solicited_only = attr->solicited_only;
@@ -322,6 +328,7 @@ void kevd_cq_destroy(struct kevd *evd)
 {
 	if (!evd->cq)
 		return;
+	kevd_dim_stop(evd);	/* no ib_modify_cq() after this */
 	ib_destroy_cq(evd->cq);
 	evd->cq = NULL;
 }

@@ -126,6 +126,7 @@ bool kevd_pull(struct kevd *evd)
 		return false;
 	clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
 	again = kevd_pull_pass(evd, &moved);
+	kevd_dim_sample(evd, moved);
 	/*
 	 * A pull delivers nothing: if upcalls were enabled meanwhile, the
 	 * events it queued need a poller. Pairs with kevd_modify_upcall()'s

@@ -42,6 +42,7 @@ static void kevd_stats_add(struct kevd_stats *sum, const struct kevd_stats *st)
 	sum->repolls += st->repolls;
 	sum->backpressure_stalls += st->backpressure_stalls;
 	sum->pulls += st->pulls;
+	sum->moderations += st->moderations;
 	sum->overflows += st->overflows;
 	sum->drops += st->drops;
 	sum->max_batch = max(sum->max_batch, st->max_batch);
@@ -79,6 +80,7 @@ void kevd_read_stats(struct kevd *evd, struct kevd_stats *st)
 	st->backpressure_stalls =
 		kevd_snap(evd->postats.backpressure_stalls);
 	st->pulls = kevd_snap(evd->postats.pulls);
+	st->moderations = kevd_snap(evd->moderations);
 	st->notifications = atomic64_read(&evd->notifications);
 	st->discarded = kevd_snap(evd->discarded);
 }
@@ -224,11 +226,11 @@ static void kevd_show_stats(struct seq_file *m, const struct kevd_stats *st)
 		seq_printf(m, " posted_%s=%llu delivered_%s=%llu",
 			   kevd_stream_names[i], st->posted[i],
 			   kevd_stream_names[i], st->delivered[i]);
-	seq_printf(m, " upcalls=%llu notifications=%llu empty_notifications=%llu arms=%llu repolls=%llu backpressure_stalls=%llu overflows=%llu drops=%llu max_batch=%llu discarded=%llu pulls=%llu\n",
+	seq_printf(m, " upcalls=%llu notifications=%llu empty_notifications=%llu arms=%llu repolls=%llu backpressure_stalls=%llu overflows=%llu drops=%llu max_batch=%llu discarded=%llu pulls=%llu moderations=%llu\n",
 		   st->upcalls, st->notifications, st->empty_notifications,
 		   st->arms, st->repolls, st->backpressure_stalls,
 		   st->overflows, st->drops, st->max_batch, st->discarded,
-		   st->pulls);
+		   st->pulls, st->moderations);
 }
 
 static int kevd_stats_show(struct seq_file *m, void *unused)

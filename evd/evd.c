@@ -70,6 +70,7 @@ static void kevd_release(struct kref *ref)
 	struct kevd *evd = container_of(ref, struct kevd, ref);
 
 	kevd_ring_destroy(&evd->ring);
+	kevd_dim_free(evd);
 	kfree(evd);
 }
 
@@ -287,6 +288,7 @@ struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
 	return evd;
 
 err_ring:
+	kevd_dim_free(evd);
 	kevd_ring_destroy(&evd->ring);
 err_free:
 	kfree(evd);

@@ -245,6 +245,8 @@ struct kevd_direct {
  * @cq: the CQ of the DTO stream, or NULL.
  * @dev: its device (fixed at create; the CQ goes before the EVD leaves
  *	the global list).
+ * @dim: the CQ's adaptive moderation (cq_dim, dto/dim.c), or NULL.
+ * @moderations: profiles it applied (its work's counter).
  * @comp_vector: its completion vector.
  * @gated_qps: QPs gated (struct kevd_gate, kevd_cq_gate()); changed under
  *	@lock, checked for emptiness without it on every poll.
@@ -303,6 +305,8 @@ struct kevd {
 
 	struct ib_cq *cq;
 	struct ib_device *dev;
+	struct kevd_dim *dim;
+	u64 moderations;
 	u32 comp_vector;
 	struct list_head gated_qps;
 	bool has_parked;
@@ -575,6 +579,7 @@ static inline bool kevd_batches_held(struct kevd *evd)
 /* evd/params.c */
 extern unsigned int kevd_param_budget;
 extern unsigned int kevd_param_defer_arm;
+extern unsigned int kevd_param_cq_dim;
 extern unsigned int kevd_param_qlen;
 extern int kevd_param_policy;
 extern unsigned int kevd_param_nr_pollers;
@@ -601,6 +606,21 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 		   const struct kevd_attr *attr, u32 vector,
 		   void (*event_handler)(struct ib_event *, void *));
 void kevd_cq_destroy(struct kevd *evd);
+
+/* dto/dim.c: adaptive moderation of the CQ (cq_dim) */
+struct kevd_dim;
+int kevd_dim_create(struct kevd *evd, struct ib_device *dev);
+void kevd_dim_stop(struct kevd *evd);
+void kevd_dim_free(struct kevd *evd);
+void __kevd_dim_sample(struct kevd *evd, u32 completions);
+
+/* A pass of the owner took @completions from the CQ (dto/dim.c). */
+static inline void kevd_dim_sample(struct kevd *evd, u32 completions)
+{
+	if (unlikely(evd->dim) && completions)
+		__kevd_dim_sample(evd, completions);
+}
+
 bool kevd_cq_busy(struct kevd *evd);
 int kevd_cq_fit(struct kevd *evd, u32 qlen);
 void kevd_cq_unstall(struct kevd *evd);

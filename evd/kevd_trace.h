@@ -202,6 +202,21 @@ TRACE_EVENT(kevd_pull,
 		      __entry->again)
 );
 
+TRACE_EVENT(kevd_moderate,
+	    TP_PROTO(const struct kevd *evd, u16 comps, u16 usec),
+	    TP_ARGS(evd, comps, usec),
+	    TP_STRUCT__entry(__field(u32, id)
+			     __field(u16, comps)
+			     __field(u16, usec)),
+	    TP_fast_assign(__entry->id = evd->id;
+			   __entry->comps = comps;
+			   __entry->usec = usec;),
+	    TP_printk("evd=%u comps=%u usec=%u",
+		      __entry->id,
+		      __entry->comps,
+		      __entry->usec)
+);
+
 #endif /* _KEVD_TRACE_H */
 
 #undef TRACE_INCLUDE_PATH

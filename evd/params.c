@@ -157,6 +157,16 @@ module_param_cb(defer_arm, &kevd_uint_ops, &kevd_defer_param, 0644);
 MODULE_PARM_DESC(defer_arm,
 		 "Empty poller passes an EVD that had work stays queued before its CQ is armed again (0..64, default 1; 0: at once)");
 
+unsigned int kevd_param_cq_dim;
+static struct kevd_uint_param kevd_cq_dim_param = {
+	&kevd_param_cq_dim, 0, 1,
+	"adaptive CQ moderation: 0 off, 1 on where the provider has modify_cq",
+};
+
+module_param_cb(cq_dim, &kevd_uint_ops, &kevd_cq_dim_param, 0644);
+MODULE_PARM_DESC(cq_dim,
+		 "Adaptive moderation (lib/dim, ib_core's RDMA profiles) of the CQs of EVDs created from now on, where the provider has modify_cq (0..1, default 0: off)");
+
 unsigned int kevd_param_qlen = 256;
 static struct kevd_uint_param kevd_qlen_param = {
 	&kevd_param_qlen, 1, KEVD_MAX_QLEN, "default EVD queue length",

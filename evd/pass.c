@@ -109,6 +109,7 @@ enum kevd_pass_ret kevd_pass(struct kevd_poller *p, struct kevd *evd,
 		return KEVD_PASS_GONE;	/* handed off: no pass_end */
 	if (notified && !drained)
 		evd->postats.empty_notifications++;
+	kevd_dim_sample(evd, drained);
 	again = work >= budget || kevd_pass_defer_arm(evd, work) ||
 		kevd_cq_arm_check(evd, s->wcs);
 	kevd_direct_end(evd, &d);

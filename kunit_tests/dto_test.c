@@ -1281,6 +1281,193 @@ static void kevd_dto_dequeue_pulls(struct kunit *test)
 	dto_env_free(test, e);
 }
 
+/* --- CQ moderation ---------------------------------------------------- */
+
+/*
+ * A CQ the provider moderates (a count of completions per notification,
+ * or a period after the first) holds notifications back, never
+ * completions: a waiter still gets every completion once, in order, on
+ * all four notify behaviours, also when fewer than the count come and
+ * only the period releases them.
+ */
+static void kevd_dto_moderated_cq(struct kunit *test)
+{
+	const enum fake_hca_mode *m = test->param_value;
+	struct task_struct *task;
+	struct pull_waiter *w;
+	struct dto_env *e;
+	u16 count, period;
+	int i;
+
+	e = dto_env_new(test, *m, 64, 256, KEVD_UPCALL_DISABLE, NULL);
+	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(e->cq, 16, 50), 0);
+	fake_cq_moderation(e->cq, &count, &period);
+	KUNIT_ASSERT_EQ(test, count, (u16)16);
+	KUNIT_ASSERT_EQ(test, period, (u16)50);
+	w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	w->evd = e->evd;
+	w->n = 29 * 7 + 1;
+	init_completion(&w->done);
+	task = kthread_run(pull_waiter_fn, w, "kevd_test_mod");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	KUNIT_ASSERT_TRUE(test, kevd_test_waiting(e->evd));
+	/* 7 at a time (under the count), then one more: the period must */
+	for (i = 0; i < 29; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(e->cq, 7), 7);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(e->cq), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	KUNIT_EXPECT_EQ(test, w->taken, 29U * 7 + 1);
+	KUNIT_EXPECT_EQ(test, w->order_errors, 0U);
+	KUNIT_EXPECT_TRUE(test, fake_cq_empty(e->cq));
+	dto_env_free(test, e);
+}
+
+/* ib_core's profiles (drivers/infiniband/core/cq.c): comps, usec. */
+static const u16 dim_profiles[][2] = {
+	{ 1, 1 }, { 4, 1 }, { 4, 2 }, { 8, 2 }, { 8, 4 }, { 8, 16 },
+	{ 16, 16 }, { 16, 32 }, { 32, 32 },
+};
+
+#define DIM_WINDOW	128	/* passes of one kind; lib/dim samples 64 */
+
+/*
+ * A window of passes that each take @per completions: added in one burst,
+ * taken with kevd_dequeue_batch() (a pull, or a poller's pass). Returns
+ * the completions taken, in CQ order from *@next on.
+ */
+static u32 dim_window(struct kunit *test, struct dto_env *e,
+		      struct kevd_event *evs, u32 per, u64 *next)
+{
+	unsigned long end = jiffies + KEVD_TEST_WAIT;
+	u32 i, got, taken = 0;
+	int n, k;
+
+	for (i = 0; i < DIM_WINDOW; i++) {
+		if (fake_cq_add_seq_burst(e->cq, per) != per)
+			return taken;
+		for (got = 0; got < per && time_before(jiffies, end);) {
+			n = kevd_dequeue_batch(e->evd, evs, per - got);
+			if (n == -EAGAIN) {	/* a poller has them */
+				cond_resched();
+				continue;
+			}
+			if (n < 0)
+				return taken;
+			for (k = 0; k < n; k++)
+				if (evs[k].dto.cookie == (*next)++)
+					taken++;
+			got += n;
+		}
+	}
+	return taken;
+}
+
+static void dim_env_traffic(struct kunit *test, struct dto_env *e,
+			    u32 max_pairs, u64 *moderations)
+{
+	struct kevd_event *evs;
+	struct kevd_param p;
+	u64 next = 0, taken = 0, added = 0;
+	u32 pair;
+
+	evs = kunit_kcalloc(test, 64, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, evs);
+	for (pair = 0; pair < max_pairs; pair++) {
+		taken += dim_window(test, e, evs, 1, &next);
+		taken += dim_window(test, e, evs, 64, &next);
+		added += DIM_WINDOW * (1 + 64);
+		KUNIT_ASSERT_EQ(test, kevd_query(e->evd, &p), 0);
+		*moderations = p.stats.moderations;
+		if (*moderations)
+			break;
+		cond_resched();
+	}
+	/* every completion once, in CQ order */
+	KUNIT_EXPECT_EQ(test, next, added);
+	KUNIT_EXPECT_EQ(test, taken, next);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], next);
+}
+
+#define CQ_DIM_PARAM	"/sys/module/kevd/parameters/cq_dim"
+
+/*
+ * cq_dim=1: the pulls' and the passes' samples reach lib/dim, which moves
+ * through ib_core's profiles as the load changes (passes of one
+ * completion, then of 64, in turn); what the provider is asked for is
+ * one of those profiles, and kevd counts each. Nothing is lost or
+ * reordered meanwhile.
+ */
+static void kevd_dto_dim_moderates(struct kunit *test)
+{
+	struct fake_cq_stats st;
+	struct dto_env *e;
+	u16 count, period;
+	u64 moderations = 0;
+	int i;
+
+	KUNIT_ASSERT_EQ(test, kevd_test_sh("echo 1 > " CQ_DIM_PARAM), 0);
+	e = dto_env_new(test, FAKE_HCA_STRICT_REPORT, 256, 256,
+			KEVD_UPCALL_DISABLE, NULL);
+	KUNIT_EXPECT_EQ(test, kevd_test_sh("echo 0 > " CQ_DIM_PARAM), 0);
+	dim_env_traffic(test, e, 500, &moderations);
+	KUNIT_EXPECT_GT(test, moderations, 0ULL);
+	/* read after: a profile change may be in flight, never undone */
+	fake_cq_stats(e->cq, &st);
+	KUNIT_EXPECT_GE(test, st.modifies, moderations);
+	fake_cq_moderation(e->cq, &count, &period);
+	for (i = 0; i < ARRAY_SIZE(dim_profiles); i++)
+		if (dim_profiles[i][0] == count && dim_profiles[i][1] == period)
+			break;
+	KUNIT_EXPECT_LT_MSG(test, i, (int)ARRAY_SIZE(dim_profiles),
+			    "count %u period %u is no profile", count, period);
+	dto_env_free(test, e);	/* cancels a profile change in flight */
+}
+
+/*
+ * No moderation unless asked for (cq_dim=0, the default), and none on a
+ * provider without modify_cq (rxe, siw): the same traffic leaves the CQ
+ * as it was.
+ */
+static void kevd_dto_dim_off(struct kunit *test)
+{
+	struct fake_cq_stats st;
+	struct dto_env *e;
+	u64 moderations = 0;
+
+	e = dto_env_new(test, FAKE_HCA_STRICT_REPORT, 256, 256,
+			KEVD_UPCALL_DISABLE, NULL);
+	dim_env_traffic(test, e, 4, &moderations);
+	KUNIT_EXPECT_EQ(test, moderations, 0ULL);
+	fake_cq_stats(e->cq, &st);
+	KUNIT_EXPECT_EQ(test, st.modifies, 0ULL);
+	dto_env_free(test, e);
+
+	e = kunit_kzalloc(test, sizeof(*e), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, e);
+	KUNIT_ASSERT_EQ(test, kevd_test_sh("echo 1 > " CQ_DIM_PARAM), 0);
+	e->hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	if (!IS_ERR_OR_NULL(e->hca)) {
+		struct kevd_attr attr;
+
+		fake_hca_set_no_modify(e->hca);
+		kevd_attr_init(&attr);
+		attr.qlen = 256;
+		attr.flags = KEVD_DTO_FLAG;
+		attr.upcall_policy = KEVD_UPCALL_DISABLE;
+		e->evd = kevd_create(fake_hca_ibdev(e->hca), &attr);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_test_sh("echo 0 > " CQ_DIM_PARAM), 0);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, e->hca);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, e->evd);
+	e->cq = kevd_cq(e->evd);
+	dim_env_traffic(test, e, 4, &moderations);
+	KUNIT_EXPECT_EQ(test, moderations, 0ULL);
+	dto_env_free(test, e);
+}
+
 /* --- the tracepoints --------------------------------------------------- */
 
 #define TRACE_DIR	"/sys/kernel/tracing"
@@ -1446,6 +1633,9 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_backpressure),
 	KUNIT_CASE_PARAM(kevd_dto_wait_pulls, dto_mode_gen_params),
 	KUNIT_CASE(kevd_dto_dequeue_pulls),
+	KUNIT_CASE_PARAM(kevd_dto_moderated_cq, dto_mode_gen_params),
+	KUNIT_CASE(kevd_dto_dim_moderates),
+	KUNIT_CASE(kevd_dto_dim_off),
 	KUNIT_CASE(kevd_dto_tracepoints),
 	KUNIT_CASE(kevd_dto_arm_fails),
 	KUNIT_CASE(kevd_dto_cq_overrun),

@@ -401,6 +401,9 @@ enum kevd_state {
  *	queued now (drops are never posted).
  * @pulls: passes over the CQ a consumer made itself, in kevd_dequeue()
  *	or kevd_wait() with upcalls disabled (no poller involved).
+ * @moderations: moderation profiles applied to the CQ by the adaptive
+ *	moderation of the cq_dim module parameter (rdma_set_cq_moderation()
+ *	calls).
  */
 struct kevd_stats {
 	u64 posted[KEVD_NR_STREAMS];
@@ -416,6 +419,7 @@ struct kevd_stats {
 	u64 max_batch;
 	u64 discarded;
 	u64 pulls;
+	u64 moderations;
 };
 
 /**
