@@ -75,6 +75,12 @@
 /* The floor polls as many completions per call as kevd (KEVD_BATCH). */
 #define BENCH_BATCH		64
 #define BENCH_LAT_MAX_RATE	100000
+/*
+ * Under load, the latency of one event in 64: a clock read per event on
+ * each side would cost the consumer a large share of its capacity under
+ * TCG and measure the queue that builds up.
+ */
+#define BENCH_LOADED_LAT_SHIFT	6
 
 /* Module parameters (bench_main.c). */
 extern char *bench_kernel;
@@ -160,6 +166,7 @@ struct bench_run {
 	const struct bench_ops *ops;	/* NULL: the scale test */
 	u32 rate;
 	bool loaded;		/* paced, with the saturated runs' bursts */
+	u32 lat_shift;		/* latency of one event in 1 << lat_shift */
 	u32 max_events;
 	u64 limit_ns;
 	u32 room;

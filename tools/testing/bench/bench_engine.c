@@ -32,8 +32,11 @@ void bench_consume(struct bench_run *r, u64 seq)
 	}
 	if (test_and_set_bit(seq, r->seen))
 		atomic_inc(&r->dups);
-	if (r->lat)
-		r->lat[seq] = min_t(u64, ktime_get_ns() - r->ts[seq], U32_MAX);
+	if (r->lat && !(seq & (BIT(r->lat_shift) - 1))) {
+		u32 k = seq >> r->lat_shift;
+
+		r->lat[k] = min_t(u64, ktime_get_ns() - r->ts[k], U32_MAX);
+	}
 	n = atomic_inc_return(&r->delivered);
 	if (n == READ_ONCE(r->target))
 		bench_finish(r);
@@ -78,8 +81,8 @@ static void bench_fill_wc(struct bench_run *r, struct ib_wc *wc, u32 seq)
 	else
 		wc->wr_id = seq;
 	wc->byte_len = seq;
-	if (r->lat)
-		r->ts[seq] = ktime_get_ns();
+	if (r->lat && !(seq & (BIT(r->lat_shift) - 1)))
+		r->ts[seq >> r->lat_shift] = ktime_get_ns();
 }
 
 /*
@@ -333,7 +336,8 @@ int bench_go(struct bench_run *r, struct bench_sample *s)
 
 static void bench_latency(struct bench_run *r, struct bench_sample *s)
 {
-	u32 n = s->produced;
+	/* the stamped events: seq 0, 1 << lat_shift, ... below produced */
+	u32 n = (s->produced + BIT(r->lat_shift) - 1) >> r->lat_shift;
 
 	if (!r->lat || !n)
 		return;
@@ -429,6 +433,7 @@ static int __bench_one(const struct bench_ops *ops, u32 rate, bool loaded,
 	if (loaded) {
 		r->loaded = true;
 		r->lat = bs->lat;
+		r->lat_shift = BENCH_LOADED_LAT_SHIFT;
 	}
 	ret = bench_mode_init(r, bs->ibdev);
 	if (!ret)
@@ -447,8 +452,8 @@ int bench_one(const struct bench_ops *ops, u32 rate, u32 max_events, u32 ms,
 
 /*
  * A run under load: the producer of the saturated run (bursts of
- * prod_burst), paced at @rate, with every event's latency whatever the
- * rate.
+ * prod_burst), paced at @rate, with the latency of one event in
+ * 1 << BENCH_LOADED_LAT_SHIFT whatever the rate.
  */
 int bench_one_loaded(const struct bench_ops *ops, u32 rate, u32 max_events,
 		     u32 ms, struct bench_sample *s)
