@@ -57,7 +57,7 @@ params_dir=/sys/module/kevd/parameters
 # /guest in the initramfs), one file each, sourced: they share this
 # shell's state (the soft RDMA devices are set up once per boot).
 guest_dir=${0%/*}/guest
-for f in ktap lib modparams kunit bench e2e demo distro faults soak; do
+for f in ktap lib modparams kunit bench e2e demo distro faults soak udapl; do
 	if [ -r "$guest_dir/$f.sh" ]; then
 		# shellcheck source=/dev/null
 		. "$guest_dir/$f.sh"
@@ -92,6 +92,9 @@ suites:*)
 	;;
 soak:*)
 	soak_suite "${kevd_mode#soak:}"
+	;;
+udapl)
+	if udapl_run; then echo "KEVD-HARNESS: udapl ok"; else echo "KEVD-HARNESS: udapl failed"; fi
 	;;
 run)
 	if demo; then echo "KEVD-HARNESS: run ok"; else echo "KEVD-HARNESS: run failed"; fi
