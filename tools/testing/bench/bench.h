@@ -283,6 +283,10 @@ int bench_rdma_post(struct bench_run *r, u32 seq);
 int bench_rdma_create(void);
 void bench_rdma_destroy(void);
 int bench_rdma_all(void);
+int bench_rdma_pingpong(void);
+
+/* bench_pingpong.c */
+int bench_pingpong_all(struct ib_device *dev, struct ib_pd *pd);
 int bench_rdma_smoke(int (*result)(const char *mode, const char *dev,
 				   int ret, const struct bench_sample *s,
 				   u32 want));

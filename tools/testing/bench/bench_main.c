@@ -289,6 +289,8 @@ static int bench_all(void)
 		ret = bench_rdma_create();
 		if (!ret) {
 			ret = bench_rdma_all();
+			if (!ret && bench_selected("pingpong"))
+				ret = bench_rdma_pingpong();
 			bench_rdma_destroy();
 		}
 		if (ret)

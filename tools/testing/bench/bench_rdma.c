@@ -213,6 +213,12 @@ out:
 	return ret;
 }
 
+/* The ping-pong (bench_pingpong.c) on rdma_dev, in bench_rdma_create()'s PD. */
+int bench_rdma_pingpong(void)
+{
+	return bench_pingpong_all(bs->rdma->dev, bs->rdma->pd);
+}
+
 void bench_rdma_destroy(void)
 {
 	struct bench_rdma *br = bs->rdma;

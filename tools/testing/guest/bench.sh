@@ -41,8 +41,12 @@ bench_run() {
 	# UML boots on the host's / (kevd_stage is a host path), QEMU on /.
 	if [ "$stage" = / ]; then bk=smp; else bk=uml; fi
 	bargs=$(echo "${kevd_mode#bench}" | tr ':' ' ')
-	# The real-provider runs go over siw0 (an rdma_dev= in bargs wins).
+	# The real-provider runs go over siw0 (an rdma_dev= in bargs wins,
+	# with its address here: the host cannot pass colons in bargs).
 	rdma=rdma_dev=siw0
+	case $bargs in
+	*rdma_dev=rxe0*) rdma="rdma_dev=siw0 rdma_addr=fe80::3" ;;
+	esac
 	rdma_devices || rdma=
 	if [ -n "${kevd_params:-}" ]; then
 		echo "kevd-bench-harness: modprobe kevd $kevd_params"
