@@ -287,6 +287,10 @@ int bench_rdma_pingpong(void);
 
 /* bench_pingpong.c */
 int bench_pingpong_all(struct ib_device *dev, struct ib_pd *pd);
+int bench_pingpong_smoke(struct ib_device *dev, struct ib_pd *pd,
+			 int (*result)(const char *mode, const char *dev,
+				       int ret, const struct bench_sample *s,
+				       u32 want));
 int bench_rdma_smoke(int (*result)(const char *mode, const char *dev,
 				   int ret, const struct bench_sample *s,
 				   u32 want));

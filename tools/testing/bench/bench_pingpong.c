@@ -45,6 +45,7 @@ struct pp_side {
 	u64 dma;
 	u32 got;		/* receives taken */
 	struct task_struct *t;
+	struct kevd_event evs[PP_BATCH];	/* the thread's (not on its stack) */
 };
 
 struct pp {
@@ -132,7 +133,7 @@ static void pp_upcall(void *ctx, const struct kevd_event *ev, bool more)
 static int pp_thread(void *data)
 {
 	struct pp_side *s = data;
-	struct kevd_event evs[PP_BATCH];
+	struct kevd_event *evs = s->evs;
 	u32 nmore;
 	int n, k;
 
@@ -225,9 +226,12 @@ static int pp_side_init(struct pp *pp, int i, struct ib_device *dev)
 	return 0;
 }
 
-/* One ping-pong run; *@total_ns: from the first send to the last receive. */
+/*
+ * One ping-pong run of @n round trips; *@total_ns: from the first send to
+ * the last receive; *@got: the receives both sides took (2 * @n).
+ */
 static int pp_run(struct ib_device *dev, struct ib_pd *pd, enum pp_mode mode,
-		  u64 *total_ns)
+		  u32 n, u64 *total_ns, u32 *got)
 {
 	struct pp *pp;
 	int ret = 0, i;
@@ -236,7 +240,7 @@ static int pp_run(struct ib_device *dev, struct ib_pd *pd, enum pp_mode mode,
 	if (!pp)
 		return -ENOMEM;
 	pp->mode = mode;
-	pp->n = pingpong_msgs;
+	pp->n = n;
 	init_completion(&pp->done);
 	pp->rc.dev = dev;
 	pp->rc.pd = pd;
@@ -267,6 +271,7 @@ static int pp_run(struct ib_device *dev, struct ib_pd *pd, enum pp_mode mode,
 	if (!ret && atomic_read(&pp->errors))
 		ret = -EIO;
 	*total_ns = pp->t1 - pp->t0;
+	*got = pp->side[0].got + pp->side[1].got;
 	if (pp->rc.qp[0]) {
 		kevd_rc_disconnect(&pp->rc);
 		kevd_rc_wait_disconnected(&pp->rc, 30 * HZ);
@@ -280,12 +285,13 @@ int bench_pingpong_all(struct ib_device *dev, struct ib_pd *pd)
 {
 	u64 total;
 	int rep, m, ret;
+	u32 got;
 
 	if (!pingpong_msgs)
 		return -EINVAL;
 	for (rep = 0; rep < bench_reps; rep++) {
 		for (m = 0; m < PP_NR_MODES; m++) {
-			ret = pp_run(dev, pd, m, &total);
+			ret = pp_run(dev, pd, m, pingpong_msgs, &total, &got);
 			if (ret) {
 				pr_err("kevd-bench: ping-pong %s on %s: error %d\n",
 				       pp_mode_names[m], bench_rdma_dev, ret);
@@ -298,4 +304,35 @@ int bench_pingpong_all(struct ib_device *dev, struct ib_pd *pd)
 		}
 	}
 	return 0;
+}
+
+/*
+ * make check's smoke: each way once, 20 round trips, through @result
+ * (mode rdma-pingpong-<way>): every message must arrive. Return: the
+ * failures.
+ */
+int bench_pingpong_smoke(struct ib_device *dev, struct ib_pd *pd,
+			 int (*result)(const char *mode, const char *dev,
+				       int ret, const struct bench_sample *s,
+				       u32 want))
+{
+	struct bench_sample s;
+	int m, ret, fails = 0;
+	char name[32];
+	u64 total;
+	u32 got;
+
+	for (m = 0; m < PP_NR_MODES; m++) {
+		got = 0;
+		ret = pp_run(dev, pd, m, 20, &total, &got);
+		memset(&s, 0, sizeof(s));
+		s.produced = 2 * 20;
+		s.delivered = got;
+		if (!ret && got != s.produced)
+			ret = -EIO;
+		snprintf(name, sizeof(name), "rdma-pingpong-%s",
+			 pp_mode_names[m]);
+		fails += result(name, bench_rdma_dev, ret, &s, s.produced);
+	}
+	return fails;
 }

@@ -328,6 +328,7 @@ int bench_rdma_smoke(int (*result)(const char *mode, const char *dev,
 		fails += result(name, bench_rdma_dev, ret, &s,
 				bench_rdma_smoke_events);
 	}
+	fails += bench_pingpong_smoke(bs->rdma->dev, bs->rdma->pd, result);
 	bench_rdma_destroy();
 	return fails;
 }

@@ -10,6 +10,7 @@ bench_cq_modes="kevd-single kevd-wait kevd-dequeue kevd-wait-batch
 		kevd-dequeue-batch wq unbound-wq softirq kdapl-2006 floor"
 bench_modes="$bench_cq_modes burst-16 scale-16 floor-drain"
 for m in $bench_cq_modes; do bench_modes="$bench_modes rdma-$m"; done
+bench_modes="$bench_modes rdma-pingpong-wait rdma-pingpong-batch rdma-pingpong-upcall"
 
 # make check: kevd_bench smoke=1, one KTAP test per kevd-bench-smoke line;
 # the rdma- lines are the same modes over siw0.
