@@ -85,6 +85,8 @@ ksrc_version() {
 #                        under kevd's traffic, ib_mad's use after free at a
 #                        device's removal)
 #   patches/um/*.patch   ARCH=um only (the UML kernels' own defects)
+#   patches/x86_64/*.patch  ARCH=x86_64 only (races KCSAN found in the
+#                        kernel's own code, which only that kernel runs)
 # A kernel's source tree and cache key cover only the patches it gets, so a
 # UML fix does not rebuild the x86_64 kernel.
 # ksrc_patches [ARCH]: without ARCH, the common patches only.
