@@ -41,8 +41,7 @@ static const struct dim_cq_moder kevd_dim_prof[RDMA_DIM_PARAMS_NUM_PROFILES] = {
 
 /**
  * struct kevd_dim - the moderation state of one CQ.
- * @dim: lib/dim's state; its work applies a profile.
- * @evd: the EVD.
+ * @dim: lib/dim's state; its work applies a profile, its priv is the EVD.
  * @applied: the work applied the profile rdma_dim() picked (the owner
  *	measures again).
  *
@@ -50,7 +49,6 @@ static const struct dim_cq_moder kevd_dim_prof[RDMA_DIM_PARAMS_NUM_PROFILES] = {
  */
 struct kevd_dim {
 	struct dim dim;
-	struct kevd *evd;
 	bool applied;
 };
 
@@ -59,7 +57,7 @@ static void kevd_dim_work(struct work_struct *w)
 	struct dim *dim = container_of(w, struct dim, work);
 	struct kevd_dim *kd = container_of(dim, struct kevd_dim, dim);
 	const struct dim_cq_moder *m = &kevd_dim_prof[dim->profile_ix];
-	struct kevd *evd = kd->evd;
+	struct kevd *evd = dim->priv;
 
 	if (!rdma_set_cq_moderation(evd->cq, m->comps, m->usec))
 		WRITE_ONCE(evd->moderations, evd->moderations + 1);
@@ -91,7 +89,7 @@ int kevd_dim_create(struct kevd *evd, struct ib_device *dev)
 	kd->dim.tune_state = DIM_GOING_RIGHT;
 	kd->dim.profile_ix = RDMA_DIM_START_PROFILE;
 	INIT_WORK(&kd->dim.work, kevd_dim_work);
-	kd->evd = evd;
+	kd->dim.priv = evd;
 	evd->dim = kd;
 	return 0;
 }
