@@ -1407,6 +1407,222 @@ static void kevd_consumer_pull_batches(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* --- CQ moderation ---------------------------------------------------- */
+
+static const enum fake_hca_mode mod_modes[] = {
+	FAKE_HCA_LENIENT_REPORT, FAKE_HCA_LENIENT_IGNORE,
+	FAKE_HCA_STRICT_REPORT, FAKE_HCA_STRICT_IGNORE,
+};
+
+static void mod_mode_desc(const enum fake_hca_mode *m, char *desc)
+{
+	strscpy(desc, fake_hca_mode_name(*m), KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(mod_mode, mod_modes, mod_mode_desc);
+
+/* A DTO EVD with upcalls disabled on @hca (a fresh fake HCA if NULL). */
+static struct kevd *mod_evd(struct kunit *test, struct fake_hca *hca)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	attr.qlen = 256;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
+/*
+ * A CQ the provider moderates (a count of completions per notification,
+ * or a period after the first) holds notifications back, never
+ * completions: a waiter still gets every completion once, in order, on
+ * all four notify behaviours, also when fewer than the count come and
+ * only the period releases them.
+ */
+static void kevd_consumer_moderated_cq(struct kunit *test)
+{
+	const enum fake_hca_mode *m = test->param_value;
+	struct task_struct *t;
+	struct fake_hca *hca;
+	struct pull_cons *c;
+	u16 count, period;
+	struct kevd *evd;
+	int i;
+
+	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	hca = fake_hca_create(*m);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	evd = mod_evd(test, hca);
+	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(kevd_cq(evd), 16, 50), 0);
+	fake_cq_moderation(kevd_cq(evd), &count, &period);
+	KUNIT_ASSERT_EQ(test, count, (u16)16);
+	KUNIT_ASSERT_EQ(test, period, (u16)50);
+	c->evd = evd;
+	c->n = 29 * 7 + 1;
+	init_completion(&c->done);
+	t = kthread_run(pull_cons_fn, c, "kevd_cons_mod");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	KUNIT_ASSERT_TRUE(test, kevd_test_waiting(evd));
+	/* 7 at a time (under the count), then one more: the period must */
+	for (i = 0; i < 29; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), 7), 7);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&c->done, CONS_WAIT),
+			0);
+	KUNIT_EXPECT_EQ(test, c->rc, 0);
+	KUNIT_EXPECT_EQ(test, c->taken, 29U * 7 + 1);
+	KUNIT_EXPECT_EQ(test, c->order_errors, 0U);
+	KUNIT_EXPECT_TRUE(test, fake_cq_empty(kevd_cq(evd)));
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/* ib_core's profiles (drivers/infiniband/core/cq.c): comps, usec. */
+static const u16 dim_profiles[][2] = {
+	{ 1, 1 }, { 4, 1 }, { 4, 2 }, { 8, 2 }, { 8, 4 }, { 8, 16 },
+	{ 16, 16 }, { 16, 32 }, { 32, 32 },
+};
+
+#define DIM_WINDOW	128	/* passes of one kind; lib/dim samples 64 */
+
+/*
+ * A window of passes that each take @per completions: added in one burst,
+ * taken with kevd_dequeue_batch() (a pull, or a poller's pass). Returns
+ * the completions taken in CQ order from *@next on.
+ */
+static u32 dim_window(struct kevd *evd, struct kevd_event *evs, u32 per,
+		      u64 *next)
+{
+	unsigned long end = jiffies + CONS_WAIT;
+	u32 i, got, taken = 0;
+	int n, k;
+
+	for (i = 0; i < DIM_WINDOW; i++) {
+		if (fake_cq_add_seq_burst(kevd_cq(evd), per) != per)
+			return taken;
+		for (got = 0; got < per && time_before(jiffies, end);) {
+			n = kevd_dequeue_batch(evd, evs, per - got);
+			if (n == -EAGAIN) {	/* a poller has them */
+				cond_resched();
+				continue;
+			}
+			if (n < 0)
+				return taken;
+			for (k = 0; k < n; k++)
+				if (evs[k].dto.cookie == (*next)++)
+					taken++;
+			got += n;
+		}
+	}
+	return taken;
+}
+
+/*
+ * Pairs of windows (passes of 1 completion, then of 64) until kevd
+ * reports a moderation or @max_pairs ran; every completion must arrive
+ * once and in CQ order. Return: stats.moderations.
+ */
+static u64 dim_traffic(struct kunit *test, struct kevd *evd, u32 max_pairs)
+{
+	u64 next = 0, taken = 0, added = 0;
+	struct kevd_event *evs;
+	struct kevd_param p;
+	u32 pair;
+
+	evs = kunit_kcalloc(test, 64, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, evs);
+	for (pair = 0; pair < max_pairs; pair++) {
+		taken += dim_window(evd, evs, 1, &next);
+		taken += dim_window(evd, evs, 64, &next);
+		added += DIM_WINDOW * (1 + 64);
+		KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+		if (p.stats.moderations)
+			break;
+		cond_resched();
+	}
+	/* every completion once, in CQ order */
+	KUNIT_EXPECT_EQ(test, next, added);
+	KUNIT_EXPECT_EQ(test, taken, next);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], next);
+	kunit_kfree(test, evs);
+	return p.stats.moderations;
+}
+
+#define CQ_DIM_PARAM	"/sys/module/kevd/parameters/cq_dim"
+
+/*
+ * cq_dim=1, as an administrator sets it: the consumer's pulls and the
+ * pollers' passes reach lib/dim, which moves through ib_core's profiles
+ * as the load changes (passes of one completion, then of 64, in turn);
+ * what the provider is asked for is one of those profiles, and kevd
+ * counts each in stats.moderations. Nothing is lost or reordered.
+ */
+static void kevd_consumer_cq_dim_moderates(struct kunit *test)
+{
+	struct fake_cq_stats st;
+	struct fake_hca *hca;
+	u16 count, period;
+	u64 moderations;
+	struct kevd *evd;
+	int i;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	KUNIT_ASSERT_EQ(test, kevd_test_sh("echo 1 > " CQ_DIM_PARAM), 0);
+	evd = mod_evd(test, hca);
+	KUNIT_EXPECT_EQ(test, kevd_test_sh("echo 0 > " CQ_DIM_PARAM), 0);
+	moderations = dim_traffic(test, evd, 500);
+	KUNIT_EXPECT_GT(test, moderations, 0ULL);
+	/* read after: a profile change may be in flight, never undone */
+	fake_cq_stats(kevd_cq(evd), &st);
+	KUNIT_EXPECT_GE(test, st.modifies, moderations);
+	fake_cq_moderation(kevd_cq(evd), &count, &period);
+	for (i = 0; i < ARRAY_SIZE(dim_profiles); i++)
+		if (dim_profiles[i][0] == count && dim_profiles[i][1] == period)
+			break;
+	KUNIT_EXPECT_LT_MSG(test, i, (int)ARRAY_SIZE(dim_profiles),
+			    "count %u period %u is no profile", count, period);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);	/* cancels a change */
+	fake_hca_destroy(hca);
+}
+
+/*
+ * No moderation unless asked for (cq_dim=0, the default), and none on a
+ * provider without modify_cq (rxe, siw): the same traffic leaves the CQ
+ * as it was.
+ */
+static void kevd_consumer_cq_dim_off(struct kunit *test)
+{
+	struct fake_cq_stats st;
+	struct fake_hca *hca;
+	struct kevd *evd;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	evd = mod_evd(test, hca);
+	KUNIT_EXPECT_EQ(test, dim_traffic(test, evd, 4), 0ULL);
+	fake_cq_stats(kevd_cq(evd), &st);
+	KUNIT_EXPECT_EQ(test, st.modifies, 0ULL);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	fake_hca_set_no_modify(hca);
+	KUNIT_ASSERT_EQ(test, kevd_test_sh("echo 1 > " CQ_DIM_PARAM), 0);
+	evd = mod_evd(test, hca);
+	KUNIT_EXPECT_EQ(test, kevd_test_sh("echo 0 > " CQ_DIM_PARAM), 0);
+	KUNIT_EXPECT_EQ(test, dim_traffic(test, evd, 4), 0ULL);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* An upcall that counts completions and checks their cookies' order. */
 struct arm_rec {
 	atomic_t n;
@@ -2523,6 +2739,9 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_cq_attributes),
 	KUNIT_CASE(kevd_consumer_vectors_spread),
 	KUNIT_CASE(kevd_consumer_pull_batches),
+	KUNIT_CASE_PARAM(kevd_consumer_moderated_cq, mod_mode_gen_params),
+	KUNIT_CASE(kevd_consumer_cq_dim_moderates),
+	KUNIT_CASE(kevd_consumer_cq_dim_off),
 	KUNIT_CASE(kevd_consumer_arm_failure),
 	KUNIT_CASE(kevd_consumer_poll_failure),
 	KUNIT_CASE(kevd_consumer_backpressure_with_upcalls),

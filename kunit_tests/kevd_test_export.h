@@ -19,6 +19,9 @@ int kevd_pollers_restart(unsigned int nr, unsigned int *old);
 bool kevd_test_wait_count(atomic_t *v, int target);
 bool kevd_test_wait_count_for(atomic_t *v, int target, unsigned long bound);
 
+/* Run a shell command in user space and wait: its exit status, or -errno. */
+int kevd_test_sh(const char *cmd);
+
 struct kevd;
 /* Wait until a thread waits in kevd_wait() on @evd (60 s bound). */
 bool kevd_test_waiting(struct kevd *evd);
