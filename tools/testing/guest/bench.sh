@@ -42,12 +42,14 @@ bench_run() {
 	# UML boots on the host's / (kevd_stage is a host path), QEMU on /.
 	if [ "$stage" = / ]; then bk=smp; else bk=uml; fi
 	bargs=$(echo "${kevd_mode#bench}" | tr ':' ' ')
-	# The real-provider runs go over siw0 (an rdma_dev= in bargs wins,
-	# with its address here: the host cannot pass colons in bargs).
-	rdma=rdma_dev=siw0
-	case $bargs in
-	*rdma_dev=rxe0*) rdma="rdma_dev=siw0 rdma_addr=fe80::3" ;;
-	esac
+	# The real-provider runs go over siw0, or the rdma_dev= in bargs,
+	# at its address (given here: colons do not pass through bargs).
+	dev=siw0
+	for a in $bargs; do
+		case $a in rdma_dev=*) dev=${a#rdma_dev=} ;; esac
+	done
+	rdma="rdma_dev=$dev rdma_addr=$(rdma_addr_of "$dev")"
+	[ -n "$dev" ] || rdma=
 	rdma_devices || rdma=
 	if [ -n "${kevd_params:-}" ]; then
 		echo "kevd-bench-harness: modprobe kevd $kevd_params"

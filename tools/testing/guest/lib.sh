@@ -50,14 +50,20 @@ rdma_readd() { # device
 	esac
 }
 
+# A soft device's rdma_cm address (rdma_devices, rxe_device), or nothing.
+rdma_addr_of() { # device
+	case $1 in
+	siw0) echo fe80::2 ;;
+	rxe0) echo fe80::3 ;;
+	esac
+}
+
 # kevd_connect's device list: the soft devices and their rdma_cm addresses.
 cm_devs() { # devices...
 	list=
 	for dev in "$@"; do
-		case $dev in
-		siw0) list="${list:+$list,}siw0@fe80::2" ;;
-		rxe0) list="${list:+$list,}rxe0@fe80::3" ;;
-		esac
+		a=$(rdma_addr_of "$dev")
+		[ -n "$a" ] && list="${list:+$list,}$dev@$a"
 	done
 	echo "$list"
 }
