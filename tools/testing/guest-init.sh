@@ -3,7 +3,8 @@
 #
 # init of the kevd test kernels (UML with the host's / as hostfs root, or
 # the QEMU initramfs). The kernel command line passes:
-#   kevd_mode=check|run|bench|distro|soak:<min>|suites:<list>  what to do
+#   kevd_mode=check|run|bench|distro|soak:<min>|suites:<list>|udapl|profile:<modes>
+#                                                   what to do
 #   kevd_stage=DIR         root of lib/modules/<release>/ (UML: the host
 #                          path of the staging dir; QEMU: /)
 #   kevd_tmp=DIR           where to mount a scratch tmpfs (default /tmp)
@@ -92,6 +93,9 @@ suites:*)
 	;;
 soak:*)
 	soak_suite "${kevd_mode#soak:}"
+	;;
+profile:*)
+	if profile_run; then echo "KEVD-HARNESS: profile ok"; else echo "KEVD-HARNESS: profile failed"; fi
 	;;
 udapl)
 	if udapl_run; then echo "KEVD-HARNESS: udapl ok"; else echo "KEVD-HARNESS: udapl failed"; fi

@@ -62,6 +62,10 @@ static bool text_map;
 module_param(text_map, bool, 0444);
 MODULE_PARM_DESC(text_map, "print the physical pages of the modules' code (for a host-side profile of UML)");
 
+static bool saturated_only;
+module_param(saturated_only, bool, 0444);
+MODULE_PARM_DESC(saturated_only, "only the saturated runs of the modes (for a profile): no calibration, fixed rates, load, backlogs or scale");
+
 static char *only = "";
 module_param(only, charp, 0444);
 MODULE_PARM_DESC(only, "run only these modes (comma-separated names; scale for the scale test); empty: all");
@@ -233,7 +237,7 @@ static int bench_all(void)
 		bench_kernel, bs->shared, bs->nohz, bench_reps, events,
 		bench_depth, load_pct);
 
-	for (rep = 0; rep < bench_reps; rep++) {
+	for (rep = 0; rep < bench_reps && !saturated_only; rep++) {
 		ret = bench_drain_rep("calibration", rep);
 		if (ret)
 			return ret;
@@ -249,7 +253,7 @@ static int bench_all(void)
 		for_each_bench_mode(ops) {
 			if (!bench_selected(ops->name))
 				continue;
-			for (ri = 0; ri <= nr_rates; ri++) {
+			for (ri = 0; ri <= (saturated_only ? 0 : nr_rates); ri++) {
 				rate = ri ? rates[ri - 1] : 0;
 				ret = bench_one(ops, rate, events, bench_run_ms,
 						&s);
@@ -262,10 +266,15 @@ static int bench_all(void)
 				if (!ri)
 					loaded = bench_load_rate(&s);
 			}
-			ret = bench_loaded(ops, loaded, rep);
+			ret = saturated_only ? 0 :
+			      bench_loaded(ops, loaded, rep);
 			if (ret)
 				return ret;
 		}
+	}
+	if (saturated_only) {
+		pr_info("kevd-bench: done\n");
+		return 0;
 	}
 	if (bs->shared && bs->nohz) {
 		ret = bench_all_bursts();

@@ -62,3 +62,124 @@ bench_run() {
 	rmmod kevd_bench
 	unload_all
 }
+
+# perf script's samples (a "[cpu]" line, then one "addr symbol" line per
+# frame, innermost first) folded into "kind<TAB>pct<TAB>cpu<TAB>function"
+# lines: "self" where the sample hit, "incl" for every module function
+# on the stack. A module address is named from the sorted kallsyms lines
+# in $1 (perf saw the modules load after it started and has no map of
+# them), compared as 16-digit strings: awk's numbers cannot hold 64
+# bits. cpu-clock samples in an interrupt, so the time of a section run
+# with interrupts off lands on the unlock that ends it: such a sample
+# counts for the function that called the lock primitive, marked
+# "<primitive>".
+profile_fold() { # ksyms
+	awk -v ks="$1" '
+	BEGIN {
+		while ((getline l < ks) > 0) {
+			split(l, f, " ")
+			n++
+			a[n] = f[1]
+			s[n] = f[3] " " f[4]
+		}
+	}
+	function name(x,   lo, hi, mid) {
+		while (length(x) < 16)
+			x = "0" x
+		if (n == 0 || x < a[1])
+			return "0x" x
+		lo = 1
+		hi = n
+		while (lo < hi) {
+			mid = int((lo + hi + 1) / 2)
+			if (a[mid] <= x)
+				lo = mid
+			else
+				hi = mid - 1
+		}
+		return s[lo]
+	}
+	function lockish(f) {
+		return f ~ /^(_raw_|__raw_|do_raw_|queued_spin|native_queued)/
+	}
+	function sample(   i, label, seen) {
+		if (!nf)
+			return
+		total[cpu]++
+		all++
+		label = fr[1]
+		if (lockish(label)) {
+			for (i = 2; i <= nf && lockish(fr[i]); i++)
+				;
+			if (i <= nf)
+				label = fr[i] " <" fr[1] ">"
+		}
+		self[cpu "	" label]++
+		for (i = 1; i <= nf; i++)
+			if (fr[i] ~ /\]$/ && !((cpu, fr[i]) in seen)) {
+				seen[cpu, fr[i]] = 1
+				incl[cpu "	" fr[i]]++
+			}
+		nf = 0
+	}
+	/^\[[0-9]+\]/ {
+		sample()
+		cpu = substr($1, 2, length($1) - 2)
+		next
+	}
+	NF >= 2 {
+		f = $2
+		if (f == "[unknown]")
+			f = name($1)
+		fr[++nf] = f
+	}
+	END {
+		sample()
+		for (c in total)
+			printf "cpu	%.2f	%s	all\n", 100 * total[c] / all, c
+		for (k in self)
+			printf "self	%.2f	%s\n", 100 * self[k] / all, k
+		for (k in incl)
+			printf "incl	%.2f	%s\n", 100 * incl[k] / all, k
+	}'
+}
+
+# kevd_mode=profile:<mode>,<mode>...[:param=value:...] (kevd-test
+# profile, not part of check): each mode's saturated runs alone under
+# perf (the initramfs carries it), system-wide, sampled on cpu-clock
+# with call chains; the report, by CPU and function, goes to the console as
+# "kevd-profile mode=<mode>: ..." lines.
+profile_run() {
+	spec=${kevd_mode#profile:}
+	modes=$(echo "${spec%%:*}" | tr , ' ')
+	bargs=
+	case $spec in *:*) bargs=$(echo "${spec#*:}" | tr ':' ' ') ;; esac
+	command -v perf >/dev/null || { echo "kevd-profile: no perf"; return 1; }
+	rc=0
+	for m in $modes; do
+		data=$TMP/perf-$m.data
+		# shellcheck disable=SC2086
+		perf record -a -g -e cpu-clock -F 4000 -o "$data" -- \
+			$MP kevd_bench kernel=smp saturated_only=1 only="$m" \
+			$bargs >"$TMP/perf-$m.log" 2>&1
+		prc=$?
+		sed "s/^/kevd-profile mode=$m: perf: /" "$TMP/perf-$m.log"
+		if [ $prc != 0 ] || [ ! -d /sys/module/kevd_bench ]; then
+			echo "kevd-profile mode=$m: perf record: rc=$prc"
+			rc=1
+			unload_all
+			continue
+		fi
+		dmesg | grep "kevd-bench-raw run .*mode=$m " |
+			sed "s/^[^k]*/kevd-profile mode=$m: /"
+		grep ' [tT] .*\[' /proc/kallsyms | sort >"$TMP/ksyms"
+		perf script -i "$data" -F cpu,ip,sym 2>/dev/null |
+			profile_fold "$TMP/ksyms" | sort -t '	' -k1,1 -k2,2rn |
+			awk -F '	' -v m="$m" '$2 >= 0.3 {
+				printf "kevd-profile mode=%s: %s %6.2f%% cpu %s %s\n", m, $1, $2, $3, $4 }'
+		rm -f "$data"
+		rmmod kevd_bench
+		unload_all
+	done
+	return $rc
+}
