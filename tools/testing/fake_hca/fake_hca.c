@@ -32,6 +32,8 @@ struct fake_cq {
 	enum ib_cq_notify_flags armed;
 	fake_cq_arm_hook hook;
 	void *hook_ctx;
+	fake_cq_poll_hook poll_hook;	/* published after its argument */
+	void *poll_hook_ctx;
 	struct task_struct *firer;
 	struct fake_cq_stats st;
 	int irq_cpu;		/* -1: notify inline (the default) */
@@ -242,11 +244,15 @@ static int fake_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 static int fake_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 {
 	struct fake_cq *fcq = to_fcq(ibcq);
+	fake_cq_poll_hook hook;
 	unsigned long flags;
 	int n = 0;
 
 	u32 head;
 
+	hook = smp_load_acquire(&fcq->poll_hook);	/* then its argument */
+	if (unlikely(hook))
+		hook(ibcq, fcq->poll_hook_ctx);
 	spin_lock_irqsave(&fcq->lock, flags);
 	fcq->st.polls++;
 	if (fcq->poll_error) {		/* fake_cq_fail_polls(): nothing taken */
@@ -665,6 +671,30 @@ void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx)
 	spin_unlock_irqrestore(&fcq->lock, flags);
 }
 EXPORT_SYMBOL_GPL(fake_cq_set_arm_hook);
+
+/**
+ * fake_cq_set_poll_hook() - run @hook at the start of every poll_cq.
+ * @cq: a fake CQ.
+ * @hook: the hook, or NULL.
+ * @ctx: its argument.
+ *
+ * Whatever the hook adds (a completion, a notification) comes while the
+ * CQ's owner is polling it. Set and cleared by one thread while nothing
+ * polls the CQ, or to NULL at any time.
+ */
+void fake_cq_set_poll_hook(struct ib_cq *cq, fake_cq_poll_hook hook,
+			   void *ctx)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+
+	if (!hook) {
+		WRITE_ONCE(fcq->poll_hook, NULL);
+		return;
+	}
+	fcq->poll_hook_ctx = ctx;
+	smp_store_release(&fcq->poll_hook, hook);	/* the argument first */
+}
+EXPORT_SYMBOL_GPL(fake_cq_set_poll_hook);
 
 /**
  * fake_cq_fail_arms() - make req_notify_cq fail, as a provider may.

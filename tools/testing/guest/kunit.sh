@@ -42,3 +42,17 @@ kunit_pass() {
 	unload_all
 	echo "KEVD-HARNESS: pass"
 }
+
+# kevd_mode=suites:kunitglob (development): only the KUnit tests that
+# kevd_kunit_glob (<suite>.<test>, kevd-test's KEVD_KUNIT_GLOB) names,
+# with the SMP kernel's defaults. (No attribute filter with a test glob:
+# 6.12's KUnit faults on the two together.)
+kunitglob_suite() {
+	kp=/sys/module/kunit/parameters
+	printf %s "${kevd_kunit_glob:-*}" >$kp/filter_glob ||
+		echo "KEVD-HARNESS: error: cannot set KUnit's filter"
+	$MP kevd default_policy=disable poll_budget=64 ||
+		echo "KEVD-HARNESS: error: modprobe kevd failed"
+	$MP kevd_test || echo "KEVD-HARNESS: error: modprobe kevd_test failed"
+	unload_all
+}
