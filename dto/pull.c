@@ -20,6 +20,17 @@
  *   - A waiter that leaves with a notification pending and nobody owning
  *     the EVD schedules it (kevd_pull_leave()): a poller still covers
  *     EVDs nobody waits on, so no completion stays in the CQ unnoticed.
+ *   - A pull that found work does not arm the CQ when it lets go (as a
+ *     poller defers its arm, defer_arm): the caller returns with events
+ *     and comes back for more, and a busy consumer then takes no
+ *     notification (and no poller pass) per call. It marks the EVD
+ *     (pull_unarmed). The CQ is armed by the first pull that finds it
+ *     empty, which is the one before a wait sleeps; and whoever looks at
+ *     the EVD another way schedules a pass when it sees the mark: a wait
+ *     that registers while another thread pulls (kevd_pull_skip_arm()
+ *     and kevd_wait_batch() see one another), kevd_query() (its count
+ *     must keep up without a dequeue) and kevd_modify_upcall() (upcalls
+ *     need a poller).
  *
  * The pull uses a per-CPU buffer for the work completions, under a local
  * lock for one drain at a time (it never sleeps).
@@ -46,7 +57,10 @@ static DEFINE_PER_CPU(struct kevd_pull_buf, kevd_pull_bufs) = {
 	.lock = INIT_LOCAL_LOCK(lock),
 };
 
-/* The arm check may find completions this many times, then a poller goes on. */
+/*
+ * The arm check may find completions, or a notification bring the pull
+ * back (kevd_pull_missed()), this many times; then a poller goes on.
+ */
 #define KEVD_PULL_REARMS	2
 
 /* Drain up to @want, or (@unfence) drain and queue the fenced events. */
@@ -74,7 +88,26 @@ static bool kevd_pull_arm(struct kevd *evd)
 }
 
 /*
- * Drain in batches, then arm and check, again while the check finds
+ * A pull that found work and emptied the CQ: may it let go without
+ * arming? Yes unless a thread is registered in kevd_wait(), which may
+ * sleep on the CQ's next notification. The mark goes up first and the
+ * waiter is read after a full barrier, as kevd_wait_batch() writes the
+ * waiter and then reads the mark: a wait that registers meanwhile sees
+ * the mark (and schedules a pass), or this sees the waiter (and arms).
+ */
+static bool kevd_pull_skip_arm(struct kevd *evd)
+{
+	WRITE_ONCE(evd->pull_unarmed, true);
+	smp_mb();	/* pairs with kevd_wait_batch(): waiter, then mark */
+	if (!READ_ONCE(evd->waiter))
+		return true;
+	WRITE_ONCE(evd->pull_unarmed, false);
+	return false;
+}
+
+/*
+ * Drain in batches; unless it found work for a consumer who comes back
+ * (kevd_pull_skip_arm()), arm and check, again while the check finds
  * completions (a few times). Returns whether the EVD needs another pass:
  * the budget is used, or the check kept finding work.
  */
@@ -84,6 +117,7 @@ static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
 	int rearms = 0;
 
 	kevd_assert_owner(evd);
+	WRITE_ONCE(evd->pull_unarmed, false);	/* this pass decides anew */
 	if (unlikely(READ_ONCE(evd->ring.nfenced)))
 		*moved += kevd_pull_drain(evd, budget, true);
 	for (;;) {
@@ -96,11 +130,30 @@ static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
 		}
 		if (*moved >= budget)
 			return true;
+		if (*moved && !rearms && kevd_pull_skip_arm(evd))
+			return false;
 		if (!kevd_pull_arm(evd))
 			return false;
 		if (++rearms > KEVD_PULL_REARMS)
 			return true;
 	}
+}
+
+/*
+ * Scheduled during the pull (a CQ notification, mostly: KEVD_POLL_MISSED)?
+ * The owner makes one more pass before it lets go (the NAPI rule): the
+ * pull makes it itself, a few times, rather than handing the EVD to a
+ * poller, so that a busy consumer takes no poller pass (and no switch to
+ * the poller's thread) per notification. Past the bound the mark stays,
+ * and kevd_poll_release() hands the EVD on.
+ */
+static bool kevd_pull_missed(struct kevd *evd, int *passes)
+{
+	if (!test_bit(KEVD_POLL_MISSED, &evd->poll_state) ||
+	    ++*passes > KEVD_PULL_REARMS)
+		return false;
+	clear_bit(KEVD_POLL_MISSED, &evd->poll_state);
+	return true;
 }
 
 /**
@@ -110,13 +163,15 @@ static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
  * Does nothing for an EVD without a CQ, with upcalls enabled, owned by a
  * poller (which will fill the ring and wake the caller) or outside
  * process context. Else it drains the CQ into the ring, in CQ order, with
- * the ring's backpressure, and arms it before letting go.
+ * the ring's backpressure, again if a notification came meanwhile, and
+ * arms it before letting go unless it found work (kevd_pull_skip_arm()).
  *
  * Context: process context; does not sleep.
  * Return: true if it made a pass (the ring may hold more now).
  */
 bool kevd_pull(struct kevd *evd)
 {
+	int passes = 0;
 	u32 moved = 0;
 	bool again;
 
@@ -124,13 +179,16 @@ bool kevd_pull(struct kevd *evd)
 	    kevd_upcalls_enabled(READ_ONCE(evd->policy)) ||
 	    !kevd_poll_try_own(evd))
 		return false;
-	clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
-	again = kevd_pull_pass(evd, &moved);
+	do {
+		clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
+		again = kevd_pull_pass(evd, &moved);
+	} while (!again && kevd_pull_missed(evd, &passes));
 	kevd_dim_sample(evd, moved);
 	/*
 	 * A pull delivers nothing: if upcalls were enabled meanwhile, the
-	 * events it queued need a poller. Pairs with kevd_modify_upcall()'s
-	 * barrier (policy set, then count read): one of us sees the other.
+	 * events it queued (or the CQ it left unarmed) need a poller. Pairs
+	 * with kevd_modify_upcall()'s barrier (policy set, then count and
+	 * pull_unarmed read): one of us sees the other.
 	 */
 	smp_mb();
 	if (kevd_upcalls_enabled(READ_ONCE(evd->policy)))

@@ -705,6 +705,13 @@ int kevd_query(struct kevd *evd, struct kevd_param *param)
 	param->upcall = evd->upcall;
 	param->state = evd->state;
 	spin_unlock_irqrestore(&evd->lock, flags);
+	/*
+	 * After a pull's unarmed let-go the CQ may hold completions that no
+	 * notification will bring: a pass takes them, so that the count
+	 * keeps up without a dequeue (dto/pull.c).
+	 */
+	if (READ_ONCE(evd->pull_unarmed))
+		kevd_schedule(evd);
 	param->qlen = kevd_ring_qlen(&evd->ring);
 	param->count = kevd_ring_count(&evd->ring);
 	param->flags = evd->flags;
@@ -749,16 +756,30 @@ static bool kevd_wait_ready(struct kevd *evd, u32 threshold)
 }
 
 /*
- * No lock: may a wait take what is queued without waiting? Upcalls
- * disabled, nobody waiting, waitable, a reachable threshold already met.
+ * No lock: may a wait take events without registering? Upcalls disabled,
+ * nobody waiting, waitable, a reachable threshold.
  */
 static bool kevd_wait_fast_ok(struct kevd *evd, u32 threshold)
 {
 	return !kevd_upcalls_enabled(READ_ONCE(evd->policy)) &&
 	       !READ_ONCE(evd->waiter) &&
 	       !(READ_ONCE(evd->state) & KEVD_STATE_UNWAITABLE) &&
-	       threshold <= kevd_ring_qlen(&evd->ring) &&
-	       kevd_ring_count(&evd->ring) >= threshold;
+	       threshold <= kevd_ring_qlen(&evd->ring);
+}
+
+/*
+ * The threshold met, with a pull from the CQ first if the ring falls
+ * short (as a dequeue does): take up to @n without registering. Returns
+ * what it took, 0 if the wait must register and may sleep.
+ */
+static u32 kevd_wait_fast(struct kevd *evd, u32 threshold,
+			  struct kevd_event *evs, u32 n)
+{
+	if (kevd_ring_count(&evd->ring) < threshold)
+		kevd_pull(evd);
+	if (kevd_ring_count(&evd->ring) < threshold)
+		return 0;
+	return kevd_take(evd, evs, n);
 }
 
 static int kevd_wait_begin(struct kevd *evd, u32 threshold)
@@ -837,13 +858,13 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 	might_sleep();
 	trace_kevd_wait_begin(evd, threshold, n);
 	/*
-	 * Enough queued already: take them without registering a waiter
-	 * (two evd->lock round-trips per call saved), as uDAPL's wait first
-	 * dequeues. Anything else (an error to report, too few events) goes
-	 * the registered way.
+	 * Enough queued, or pulled from the CQ: take them without
+	 * registering a waiter (two evd->lock round-trips per call saved),
+	 * as uDAPL's wait first dequeues. Anything else (an error to report,
+	 * too few events) goes the registered way.
 	 */
 	if (kevd_wait_fast_ok(evd, threshold)) {
-		got = kevd_take(evd, evs, min_t(u32, n, INT_MAX));
+		got = kevd_wait_fast(evd, threshold, evs, min_t(u32, n, INT_MAX));
 		if (got) {
 			*nmore = kevd_ring_count(&evd->ring);
 			trace_kevd_wait_end(evd, got, *nmore);
@@ -855,14 +876,21 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 		trace_kevd_wait_end(evd, ret, 0);
 		return ret;
 	}
+	/* Pairs with kevd_pull_skip_arm(): waiter set, then its mark read. */
+	smp_mb();
 
 	left = timeout_us == KEVD_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :
 	       (long)usecs_to_jiffies(timeout_us);
 	for (;;) {
 		if (!kevd_wait_ready(evd, threshold)) {
 			/* upcalls are disabled: the waiter pulls (dto/pull.c) */
-			if (kevd_pull(evd) && kevd_wait_ready(evd, threshold))
-				continue;
+			if (kevd_pull(evd)) {
+				if (kevd_wait_ready(evd, threshold))
+					continue;
+			} else if (READ_ONCE(evd->pull_unarmed)) {
+				/* another thread's pull let go unarmed */
+				kevd_schedule(evd);
+			}
 			if (!left) {
 				ret = -ETIMEDOUT;
 				break;

@@ -236,6 +236,9 @@ struct kevd_direct {
  * @busy_owner: the consumer thread that owns the EVD for a pull
  *	(kevd_poll_try_own()), or NULL.
  * @cq_stalled: the last CQ drain stopped at a full ring.
+ * @pull_unarmed: a pull that found work let go with the CQ unarmed, its
+ *	consumer being on its way back (dto/pull.c); set and cleared by the
+ *	owner, read by anyone who must then make sure of a pass.
  * @upcall_slow: an upcall batch took longer than KEVD_SLOW_UPCALL_NS;
  *	its poller passes its other EVDs on before each batch (sticky).
  * @empty_passes: passes without work since the EVD last had some
@@ -298,6 +301,7 @@ struct kevd {
 	struct kevd_poller *home;
 	struct task_struct *busy_owner;
 	bool cq_stalled;
+	bool pull_unarmed;
 	bool upcall_slow;
 	u8 empty_passes;
 	atomic64_t notifications;
@@ -335,9 +339,34 @@ void kevd_cm_unhold(struct kevd *evd);
 /* evd/ring.c: the ring as a data structure; it calls nothing outside */
 int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom);
 void kevd_ring_destroy(struct kevd_ring *ring);
-u32 kevd_ring_qlen(const struct kevd_ring *ring);
+/**
+ * kevd_ring_qlen() - the queue length a consumer sees.
+ * @ring: the ring.
+ *
+ * Inline: kevd_wait() reads it on every call.
+ *
+ * Context: any; lockless (a resize may change it).
+ * Return: slots usable by DTO and software events.
+ */
+static inline u32 kevd_ring_qlen(const struct kevd_ring *ring)
+{
+	/* unlocked readers (kevd_wait(), query) may race a resize */
+	return READ_ONCE(ring->mask) + 1 - ring->headroom;
+}
+
 int kevd_ring_qlen_for(const struct kevd_ring *ring, u32 qlen, u32 *actual);
-u32 kevd_ring_count(const struct kevd_ring *ring);
+/**
+ * kevd_ring_count() - events queued now (a snapshot).
+ * @ring: the ring.
+ *
+ * Context: any; lockless.
+ * Return: the number of queued events.
+ */
+static inline u32 kevd_ring_count(const struct kevd_ring *ring)
+{
+	return READ_ONCE(ring->prod) - READ_ONCE(ring->head);
+}
+
 size_t kevd_ring_bytes(const struct kevd_ring *ring);
 u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want);
 void __kevd_ring_commit(struct kevd_ring *ring, u32 n, u32 reserved);

@@ -48,18 +48,6 @@ static u32 kevd_ring_size(const struct kevd_ring *ring)
 }
 
 /**
- * kevd_ring_qlen() - the queue length a consumer sees.
- * @ring: the ring.
- *
- * Return: slots usable by DTO and software events.
- */
-u32 kevd_ring_qlen(const struct kevd_ring *ring)
-{
-	/* unlocked readers (kevd_wait(), query) may race a resize */
-	return READ_ONCE(ring->mask) + 1 - ring->headroom;
-}
-
-/**
  * kevd_ring_qlen_for() - the queue length a resize to @qlen would give.
  * @ring: the ring.
  * @qlen: the minimum queue length asked for.
@@ -87,18 +75,6 @@ int kevd_ring_qlen_for(const struct kevd_ring *ring, u32 qlen, u32 *actual)
 size_t kevd_ring_bytes(const struct kevd_ring *ring)
 {
 	return (size_t)kevd_ring_size(ring) * sizeof(*ring->slots);
-}
-
-/**
- * kevd_ring_count() - events queued now (a snapshot).
- * @ring: the ring.
- *
- * Context: any; lockless.
- * Return: the number of queued events.
- */
-u32 kevd_ring_count(const struct kevd_ring *ring)
-{
-	return READ_ONCE(ring->prod) - READ_ONCE(ring->head);
 }
 
 static int kevd_ring_slots(u32 qlen, u32 headroom, u32 *size)

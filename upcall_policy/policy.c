@@ -115,9 +115,14 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		spin_unlock_irqrestore(&evd->lock, flags);
 	}
 	if (enable) {
-		/* Pairs with kevd_producer_done(): policy set, then count. */
+		/*
+		 * Pairs with kevd_producer_done(): policy set, then count;
+		 * and with kevd_pull(): policy set, then a pull's unarmed
+		 * let-go (its CQ may hold completions nobody will signal).
+		 */
 		smp_mb();
-		if (kevd_ring_count(&evd->ring))
+		if (kevd_ring_count(&evd->ring) ||
+		    READ_ONCE(evd->pull_unarmed))
 			kevd_schedule(evd);
 	} else if (policy == KEVD_UPCALL_TEARDOWN) {
 		wait_event(evd->wq, !atomic_read(&evd->upcalls_running));
