@@ -1758,6 +1758,213 @@ static void kevd_consumer_poll_failure(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* --- a busy puller does not arm ---------------------------------------- */
+
+/* Hold the CQ's notifications back: moderation by a count never reached. */
+static void pull_mute(struct kunit *test, struct ib_cq *cq, bool mute)
+{
+	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(cq, mute ? U16_MAX : 0, 0),
+			0);
+}
+
+static u64 pull_arms(struct ib_cq *cq)
+{
+	struct fake_cq_stats st;
+
+	fake_cq_stats(cq, &st);
+	return st.arms;
+}
+
+/*
+ * Until a dequeue of this thread pulls and finds the EVD idle: nothing
+ * queued, the CQ armed, no poller on it (the pull owned it). False if the
+ * bound runs out.
+ */
+static bool pull_idle(struct kevd *evd)
+{
+	unsigned long end = jiffies + CONS_WAIT;
+	struct kevd_event ev;
+	struct kevd_param p;
+	u64 pulls;
+
+	for (;;) {
+		if (kevd_query(evd, &p))
+			return false;
+		pulls = p.stats.pulls;
+		if (kevd_dequeue(evd, &ev) == -EAGAIN &&
+		    !kevd_query(evd, &p) && p.stats.pulls > pulls &&
+		    fake_cq_armed(kevd_cq(evd)))
+			return true;
+		if (time_after(jiffies, end))
+			return false;
+		cond_resched();
+	}
+}
+
+/*
+ * Take @n events with call @kind (0: kevd_dequeue_batch(), 1:
+ * kevd_wait_batch() that polls, 2: kevd_dequeue(), 3: kevd_wait() that
+ * polls), again while a poller holds the EVD. False if the bound runs
+ * out.
+ */
+static bool pull_take(struct kevd *evd, int kind, struct kevd_event *evs,
+		      u32 n)
+{
+	unsigned long end = jiffies + CONS_WAIT;
+	u32 got = 0, nmore;
+	int ret;
+
+	while (got < n) {
+		switch (kind) {
+		case 0:
+			ret = kevd_dequeue_batch(evd, evs + got, n - got);
+			break;
+		case 1:
+			ret = kevd_wait_batch(evd, 0, 1, evs + got, n - got,
+					      &nmore);
+			break;
+		case 2:
+			ret = kevd_dequeue(evd, evs + got) ?: 1;
+			break;
+		default:
+			ret = kevd_wait(evd, 0, 1, evs + got, &nmore) ?: 1;
+			break;
+		}
+		if (ret > 0) {
+			got += ret;
+			continue;
+		}
+		if (time_after(jiffies, end))
+			return false;
+		cond_resched();
+	}
+	return true;
+}
+
+/*
+ * A consumer that keeps finding completions takes no notification per
+ * call: every call that pulled work lets go without arming the CQ (its
+ * caller comes back for more), with each of the four calls. The first
+ * call that finds the CQ empty arms it, once, so that the idle EVD
+ * sleeps covered: a completion then reaches the ring with no call at
+ * all. The CQ's notifications are held back while the consumer takes
+ * (moderation), so that only its calls move completions.
+ */
+static void kevd_consumer_pull_busy_no_arm(struct kunit *test)
+{
+	struct kevd_event *evs;
+	struct fake_hca *hca;
+	struct ib_cq *cq;
+	struct kevd *evd;
+	u64 arms, next = 0;
+	int i, j;
+
+	evs = kunit_kcalloc(test, 8, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, evs);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	evd = mod_evd(test, hca);
+	cq = kevd_cq(evd);
+	pull_mute(test, cq, true);
+	KUNIT_ASSERT_TRUE(test, pull_idle(evd));
+	arms = pull_arms(cq);
+	for (i = 0; i < 40; i++) {
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, 8), 8);
+		KUNIT_ASSERT_TRUE(test, pull_take(evd, i % 4, evs, 8));
+		for (j = 0; j < 8; j++)
+			KUNIT_EXPECT_EQ(test, evs[j].dto.cookie, next++);
+	}
+	KUNIT_EXPECT_EQ(test, pull_arms(cq), arms);
+
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, evs), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, pull_arms(cq), arms + 1);
+	KUNIT_EXPECT_TRUE(test, fake_cq_armed(cq));
+	pull_mute(test, cq, false);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	KUNIT_EXPECT_TRUE(test, cons_wait_count(evd, 1));
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, evs), 0);
+	KUNIT_EXPECT_EQ(test, evs[0].dto.cookie, next);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/* A completion, once, from inside the puller's poll (fake_cq_set_poll_hook()). */
+static void pull_hook_fn(struct ib_cq *cq, void *ctx)
+{
+	bool *fired = ctx;
+
+	if (!*fired) {
+		*fired = true;
+		fake_cq_add_seq(cq);
+	}
+}
+
+/*
+ * A dequeue that pulls finds a completion whose notification comes while
+ * it polls (the CQ armed): it takes it and lets go with the CQ unarmed.
+ * Returns the event's cookie through @cookie.
+ */
+static void pull_unarmed(struct kunit *test, struct kevd *evd, u64 *cookie)
+{
+	struct kevd_event ev;
+	bool fired = false;
+
+	KUNIT_ASSERT_TRUE(test, pull_idle(evd));
+	fake_cq_set_poll_hook(kevd_cq(evd), pull_hook_fn, &fired);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	fake_cq_set_poll_hook(kevd_cq(evd), NULL, NULL);
+	KUNIT_ASSERT_TRUE(test, fired);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, (*cookie)++);
+}
+
+static void pull_count_up(void *ctx, const struct kevd_event *ev, bool more)
+{
+	atomic_inc(ctx);
+}
+
+/*
+ * After a pull that found work let go with the CQ unarmed, a completion
+ * comes that no notification signals; the consumer does not dequeue
+ * again. It still reaches the ring once the consumer looks with
+ * kevd_query() (the count keeps up), and an upcall once it enables
+ * upcalls.
+ */
+static void kevd_consumer_pull_unarmed_covered(struct kunit *test)
+{
+	struct kevd_upcall up = { .func = pull_count_up };
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	atomic_t upcalls;
+	struct ib_cq *cq;
+	struct kevd *evd;
+	u64 next = 0;
+
+	atomic_set(&upcalls, 0);
+	up.ctx = &upcalls;
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	evd = mod_evd(test, hca);
+	cq = kevd_cq(evd);
+
+	pull_unarmed(test, evd, &next);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	KUNIT_EXPECT_TRUE(test, cons_wait_count(evd, 1));
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, next++);
+
+	pull_unarmed(test, evd, &next);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_SINGLE_INSTANCE,
+						 &up, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&upcalls, 1));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_NEW), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&upcalls), 1);
+	KUNIT_EXPECT_TRUE(test, fake_cq_empty(cq));
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- backpressure while upcalls run ------------------------------------- */
 
 struct bp_rec {
@@ -2739,6 +2946,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_cq_attributes),
 	KUNIT_CASE(kevd_consumer_vectors_spread),
 	KUNIT_CASE(kevd_consumer_pull_batches),
+	KUNIT_CASE(kevd_consumer_pull_busy_no_arm),
+	KUNIT_CASE(kevd_consumer_pull_unarmed_covered),
 	KUNIT_CASE_PARAM(kevd_consumer_moderated_cq, mod_mode_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_dim_moderates),
 	KUNIT_CASE(kevd_consumer_cq_dim_off),
