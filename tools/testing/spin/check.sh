@@ -4,8 +4,10 @@
 # Model-check the extended notify with spin: kevd's protocol must hold on
 # strict and lenient HCAs, for pollers and for a consumer that pulls, and
 # the same check must find the 2006 lost wake-up when the check step is
-# removed on a strict HCA, and the one a leaving waiter would cause if it
-# did not hand its pending notification to a poller.
+# removed on a strict HCA, the one a leaving waiter would cause if it
+# did not hand its pending notification to a poller, and the one a busy
+# puller's unarmed let-go would cause without its handshake with a waiter
+# that registers meanwhile.
 #   check.sh WORKDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,4 +51,7 @@ verify pull-strict holds -DCHECK -DPULL
 verify pull-lenient holds -DCHECK -DLENIENT -DPULL
 verify pull-nocheck-strict violated -DPULL
 verify pull-noleave violated -DCHECK -DPULL -DNOLEAVE
+verify busy-strict holds -DCHECK -DPULL -DBUSY
+verify busy-lenient holds -DCHECK -DLENIENT -DPULL -DBUSY
+verify busy-nohandshake violated -DCHECK -DPULL -DBUSY -DNOHANDSHAKE
 exit $fail

@@ -19,6 +19,15 @@
  *              leave at any moment (a timeout), handing a pending
  *              notification to a poller...
  *   -DNOLEAVE  ...unless this is set: then it must fail.
+ *   -DBUSY     with -DPULL: a second consumer dequeues. Its pull that
+ *              found work lets go without arming (pull_unarmed), unless
+ *              it sees a registered waiter after setting the mark; a
+ *              notification during a pull (MISSED) makes the pull pass
+ *              again itself, twice at most. The waiter registers late,
+ *              and if its own pull finds the EVD owned while the mark is
+ *              up it schedules the EVD. It never leaves: the property is
+ *              that it never sleeps while completions sit in the CQ.
+ *   -DNOHANDSHAKE  ...without the mark and the waiter check: must fail.
  *
  * Property (no lost wake-up): whenever the whole system is quiescent
  * (nothing can move: spin's timeout), the CQ is empty and every
@@ -36,11 +45,13 @@ bit missed = 0;		/* KEVD_POLL_MISSED */
 chan irq = [N + 2] of { bit };	/* notifications on their way to the handler */
 chan runq = [1] of { bit };	/* the poller's run list */
 bit pending = 0;	/* KEVD_POLL_NOTIFIED: a notification not yet served */
-#ifdef PULL
+#if defined(PULL) && !defined(BUSY)
 bit waiting = 1;	/* evd->waiter: a consumer in kevd_wait() */
 #else
 bit waiting = 0;
 #endif
+bit mark = 0;		/* evd->pull_unarmed */
+bit asleep = 0;		/* the BUSY waiter sleeps */
 
 /* drain the CQ, arm it, check: the pass of a poller and of a pull */
 inline pass(again)
@@ -151,6 +162,35 @@ active proctype waiter()
 {
 	bit again;
 
+#ifdef BUSY
+	waiting = 1;	/* kevd_wait_begin(), then smp_mb() */
+end_busy:
+	do
+	:: atomic { !sched -> sched = 1; pending = 0; mark = 0 }
+		pass(again);	/* a waiter is registered: it arms */
+		atomic {
+			if
+			:: missed -> missed = 0; runq!1
+			:: else -> sched = 0
+			fi
+		}
+		atomic { asleep = 1 };
+end_bsleep:
+		atomic { pending && !sched -> asleep = 0 }
+	:: atomic {
+		sched ->	/* kevd_pull() finds it owned */
+#ifndef NOHANDSHAKE
+		if
+		:: mark -> schedule()	/* another's pull lets go unarmed */
+		:: else -> skip
+		fi;
+#endif
+		asleep = 1
+	   }
+end_bsleep2:
+		atomic { pending && !sched -> asleep = 0 }
+	od;
+#endif
 end:	do
 	:: atomic { !sched -> sched = 1; pending = 0 }	/* kevd_poll_try_own */
 		pass(again);
@@ -179,7 +219,55 @@ end_sleep:
 }
 #endif
 
+#ifdef BUSY
+/* A consumer that dequeues (kevd_dequeue(): dto/pull.c), and may stop. */
+active proctype dequeuer()
+{
+	bit again, found;
+	byte passes;
+
+end:	do
+	:: atomic { !sched -> sched = 1 }
+		found = 0;
+		passes = 0;
+		do
+		:: pending = 0;
+			mark = 0;
+			atomic { found = found || cq > 0; ring = ring + cq; cq = 0 }
+			if
+			:: found ->
+#ifdef NOHANDSHAKE
+				skip
+#else
+				mark = 1;	/* kevd_pull_skip_arm(), smp_mb() */
+				if
+				:: waiting -> mark = 0; pass(again)
+				:: else -> skip
+				fi
+#endif
+			:: else -> pass(again)
+			fi;
+			/* kevd_pull_missed(), then kevd_poll_release() */
+			atomic {
+				if
+				:: missed && passes < 2 -> missed = 0; passes++
+				:: missed && passes >= 2 -> missed = 0; runq!1; break
+				:: !missed -> sched = 0; break
+				fi
+			}
+		od
+	:: break	/* it stops calling */
+	od
+}
+
+active proctype monitor()
+{
+	/* the waiter never sleeps on completions nobody will signal */
+	timeout -> assert(!asleep || cq == 0)
+}
+#else
 active proctype monitor()
 {
 	timeout -> assert(cq == 0 && ring == N)
 }
+#endif
