@@ -262,6 +262,29 @@ static u32 kevd_batch_run(struct kevd_poller *p, struct kevd_batch *b,
 	return b->n;
 }
 
+/*
+ * The raw flavour (kevd_upcall.wc_func): the whole poll in one call, not
+ * converted. It counts as delivered before the call (pos at its end), so
+ * a policy change inside it gives nothing back; one that came before it
+ * sends the batch to the ring, converted.
+ */
+static u32 kevd_batch_run_wcs(struct kevd_poller *p, struct kevd_batch *b,
+			      const struct kevd_upcall *upcall)
+{
+	trace_kevd_upcall_batch_begin(b->evd, KEVD_UPCALL_SINGLE_INSTANCE,
+				      b->n);
+	kevd_poller_upcall_begin(p, b->evd, b);
+	if (unlikely(kevd_upcall_gen_changed(b->evd, b->gen))) {
+		kevd_batch_return(b, 0);
+	} else {
+		b->pos = b->n - 1;
+		upcall->wc_func(upcall->ctx, b->wcs, b->n);
+	}
+	kevd_poller_upcall_end(p, b->evd);
+	trace_kevd_upcall_batch_end(b->evd, KEVD_UPCALL_SINGLE_INSTANCE, b->n);
+	return b->n;
+}
+
 /* SINGLE_INSTANCE: a batch read in place; ownership makes it the only one. */
 static u32 kevd_deliver_in_place(struct kevd *evd, struct kevd_poller *p,
 				 const struct kevd_upcall *upcall, u32 gen,
@@ -340,7 +363,8 @@ void kevd_direct_end(struct kevd *evd, struct kevd_direct *d)
  *
  * When a SINGLE_INSTANCE EVD's ring is empty, the owner polls the CQ and
  * calls the upcall for each completion, converted on the stack: no slot,
- * no ring lock, no copy. Order holds: only the owner takes completions
+ * no ring lock, no copy; or, with the raw flavour (wc_func), once for
+ * the whole poll, not converted (kevd_batch_run_wcs()). Order holds: only the owner takes completions
  * from the CQ and only it delivers, and it delivers nothing from the ring
  * until the session is done; an event posted meanwhile ends the session
  * and queues behind what it delivered, as it would behind a drain. The
@@ -377,7 +401,10 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 		return 0;	/* empty, or held: nothing to go on with */
 	b.gen = d->gen;		/* the session's, set when it opened */
 	b.n = n;
-	done = kevd_batch_run(p, &b, &d->upcall);
+	if (d->upcall.wc_func)
+		done = kevd_batch_run_wcs(p, &b, &d->upcall);
+	else
+		done = kevd_batch_run(p, &b, &d->upcall);
 	evd->postats.upcalls += done;
 	evd->postats.direct += done;
 	if (done > evd->postats.max_direct)

@@ -325,13 +325,41 @@ typedef void (*kevd_upcall_func)(void *ctx, const struct kevd_event *ev,
 				 bool more_events);
 
 /**
+ * typedef kevd_wc_upcall_func - a raw-completion upcall (beyond DAT).
+ * @ctx: the instance data of the upcall object.
+ * @wcs: work completions of the EVD's CQ, as ib_poll_cq() returned them,
+ *	in CQ order; valid only until the upcall returns. Their wr_id is
+ *	the DTO cookie.
+ * @n: how many, 1 .. 64.
+ *
+ * For consumers that want ib_core's completions in batches, as
+ * ib_alloc_cq()'s consumers get them, rather than one DAT event per
+ * call: see &struct kevd_upcall.
+ *
+ * Context: process context (a kevd poller thread); may sleep.
+ */
+typedef void (*kevd_wc_upcall_func)(void *ctx, const struct ib_wc *wcs,
+				    u32 n);
+
+/**
  * struct kevd_upcall - an upcall object.
- * @func: the function.
- * @ctx: its instance data.
+ * @func: the function; required.
+ * @ctx: its instance data (for @wc_func too).
+ * @wc_func: NULL, or the raw-completion flavour (an extension beyond
+ *	DAT). Under %KEVD_UPCALL_SINGLE_INSTANCE, completions the poller
+ *	takes straight from the CQ while the EVD holds no queued event go
+ *	to it, a whole poll (up to 64) per call and not converted; a policy
+ *	change inside it gives nothing back (the batch counts as delivered).
+ *	Every other event (software, connection, async) and completions
+ *	that went through the EVD's queue (it held events, or the policy
+ *	was another) reach @func as DAT events. Under other policies it is
+ *	not called. The order of the two kinds holds: a completion never
+ *	overtakes an event queued before it.
  */
 struct kevd_upcall {
 	kevd_upcall_func func;
 	void *ctx;
+	kevd_wc_upcall_func wc_func;
 };
 
 /* A CPU or completion vector hint that lets kevd choose. */
