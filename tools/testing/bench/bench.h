@@ -9,6 +9,8 @@
  * Modes: one struct bench_ops each (as kernel/rcu/refscale.c's
  * ref_scale_ops), listed in bench_modes[]:
  *   kevd-single   kevd, SINGLE_INSTANCE upcall (a poller thread calls it)
+ *   kevd-single-wc  the same with the raw flavour (kevd_upcall.wc_func):
+ *                 a poll's work completions per call, not converted
  *   kevd-wait     kevd, DISABLE; a consumer kthread calls kevd_wait() for
  *                 every event
  *   kevd-dequeue  kevd, DISABLE; the kthread waits for one event with
@@ -145,6 +147,7 @@ struct bench_ops {
 };
 
 extern const struct bench_ops bench_kevd_single_ops;
+extern const struct bench_ops bench_kevd_single_wc_ops;
 extern const struct bench_ops bench_kevd_wait_ops;
 extern const struct bench_ops bench_kevd_dequeue_ops;
 extern const struct bench_ops bench_kevd_wait_batch_ops;
@@ -274,6 +277,9 @@ int bench_floor_thread(void *data);
 /* bench_kevd.c */
 struct kevd *bench_kevd_create(struct bench_run *r, struct ib_device *dev,
 			       int policy, u32 qlen, int cpu);
+struct kevd *bench_kevd_create_wc(struct bench_run *r, struct ib_device *dev,
+				  int policy, u32 qlen, int cpu,
+				  kevd_wc_upcall_func wc_func);
 int bench_scale_all(const uint *sizes, u32 nsc, bool floor, u32 nreps,
 		    u32 max_events, u32 ms);
 int bench_scale_smoke(u32 n, u32 max_events, struct bench_sample *s);

@@ -16,6 +16,21 @@ static void bench_kevd_upcall(void *ctx, const struct kevd_event *ev,
 	bench_consume_event(ctx, ev);
 }
 
+/* kevd-single-wc: the raw flavour, a poll's work completions per call */
+static void bench_kevd_wc_upcall(void *ctx, const struct ib_wc *wcs, u32 n)
+{
+	struct bench_run *r = ctx;
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		if (unlikely(wcs[i].status != IB_WC_SUCCESS)) {
+			atomic_inc(&r->bad);
+			continue;
+		}
+		bench_consume(r, wcs[i].wr_id);
+	}
+}
+
 /* kevd-wait: kevd_wait() for every event */
 static int bench_kevd_waiter(void *data)
 {
@@ -111,6 +126,14 @@ static int bench_kevd_batch_dequeuer(void *data)
 struct kevd *bench_kevd_create(struct bench_run *r, struct ib_device *dev,
 			       int policy, u32 qlen, int cpu)
 {
+	return bench_kevd_create_wc(r, dev, policy, qlen, cpu, NULL);
+}
+
+/* bench_kevd_create() with the raw flavour @wc_func (NULL: none). */
+struct kevd *bench_kevd_create_wc(struct bench_run *r, struct ib_device *dev,
+				  int policy, u32 qlen, int cpu,
+				  kevd_wc_upcall_func wc_func)
+{
 	struct kevd_attr attr;
 	struct kevd *evd;
 
@@ -120,6 +143,7 @@ struct kevd *bench_kevd_create(struct bench_run *r, struct ib_device *dev,
 	attr.flags = KEVD_DTO_FLAG;
 	attr.upcall_policy = policy;
 	attr.upcall.func = bench_kevd_upcall;
+	attr.upcall.wc_func = wc_func;
 	attr.upcall.ctx = r;
 	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
 	attr.cpu = cpu;
@@ -144,6 +168,19 @@ static int bench_kevd_init(struct bench_run *r, struct ib_device *dev,
 static int bench_single_init(struct bench_run *r, struct ib_device *dev)
 {
 	return bench_kevd_init(r, dev, KEVD_UPCALL_SINGLE_INSTANCE);
+}
+
+static int bench_single_wc_init(struct bench_run *r, struct ib_device *dev)
+{
+	struct kevd *evd;
+
+	evd = bench_kevd_create_wc(r, dev, KEVD_UPCALL_SINGLE_INSTANCE,
+				   r->room, bs->ccpu, bench_kevd_wc_upcall);
+	if (IS_ERR(evd))
+		return PTR_ERR(evd);
+	r->evd = evd;
+	r->cq = kevd_cq(evd);
+	return 0;
 }
 
 static int bench_wait_init(struct bench_run *r, struct ib_device *dev)
@@ -250,6 +287,14 @@ const struct bench_ops bench_kevd_single_ops = {
 	.init		= bench_single_init,
 	.cleanup	= bench_kevd_cleanup,
 	.counters	= bench_single_counters,
+	.rdma_counted	= true,
+};
+
+const struct bench_ops bench_kevd_single_wc_ops = {
+	.name		= "kevd-single-wc",
+	.init		= bench_single_wc_init,
+	.cleanup	= bench_kevd_cleanup,
+	.counters	= bench_kevd_counters,
 	.rdma_counted	= true,
 };
 

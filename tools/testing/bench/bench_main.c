@@ -112,6 +112,7 @@ MODULE_PARM_DESC(drain_events, "CQEs of the floor's pre-filled drain (its CPU co
 
 const struct bench_ops *const bench_modes[] = {
 	&bench_kevd_single_ops,
+	&bench_kevd_single_wc_ops,
 	&bench_kevd_wait_ops,
 	&bench_kevd_dequeue_ops,
 	&bench_kevd_wait_batch_ops,

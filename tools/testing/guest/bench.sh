@@ -6,7 +6,7 @@
 # guest-init.sh.
 
 # --- the benchmark (tools/testing/bench/bench_*.c) ----------------------
-bench_cq_modes="kevd-single kevd-wait kevd-dequeue kevd-wait-batch
+bench_cq_modes="kevd-single kevd-single-wc kevd-wait kevd-dequeue kevd-wait-batch
 		kevd-dequeue-batch wq unbound-wq softirq kdapl-2006 floor"
 bench_modes="$bench_cq_modes burst-16 scale-16 floor-drain"
 for m in $bench_cq_modes; do bench_modes="$bench_modes rdma-$m"; done
