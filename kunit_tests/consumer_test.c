@@ -1965,6 +1965,148 @@ static void kevd_consumer_pull_unarmed_covered(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* --- the raw-completion flavour (kevd_upcall.wc_func) ------------------- */
+
+/**
+ * struct raw_cons - a SINGLE_INSTANCE consumer with the raw flavour.
+ * @evd: its EVD.
+ * @next: the cookie expected next, across both upcalls (SINGLE_INSTANCE
+ *	never runs two at once; read by the test after TEARDOWN).
+ * @order_errors: cookies out of order or repeated.
+ * @total: completions through either upcall.
+ * @calls: wc_func calls.
+ * @wcs: completions through wc_func.
+ * @max_n: the largest batch wc_func got.
+ * @dto_events: completions through func, as DAT events.
+ * @sw_events: software events through func.
+ * @disable: the next wc_func call disables upcalls from inside.
+ */
+struct raw_cons {
+	struct kevd *evd;
+	u64 next;
+	atomic_t order_errors;
+	atomic_t total;
+	atomic_t calls;
+	atomic_t wcs;
+	atomic_t max_n;
+	atomic_t dto_events;
+	atomic_t sw_events;
+	bool disable;
+};
+
+static void raw_cookie(struct raw_cons *c, u64 cookie)
+{
+	if (cookie != c->next)
+		atomic_inc(&c->order_errors);
+	c->next = cookie + 1;
+	atomic_inc(&c->total);
+}
+
+static void raw_wc_fn(void *ctx, const struct ib_wc *wcs, u32 n)
+{
+	struct raw_cons *c = ctx;
+	u32 i;
+
+	for (i = 0; i < n; i++)
+		raw_cookie(c, wcs[i].wr_id);
+	atomic_add(n, &c->wcs);
+	if (n > atomic_read(&c->max_n))
+		atomic_set(&c->max_n, n);
+	if (c->disable) {
+		c->disable = false;
+		kevd_modify_upcall(c->evd, KEVD_UPCALL_DISABLE, NULL,
+				   KEVD_UPCALL_INVOC_ANY);
+	}
+	atomic_inc(&c->calls);
+}
+
+static void raw_ev_fn(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct raw_cons *c = ctx;
+
+	if (ev->event_number == KEVD_SOFTWARE_EVENT) {
+		atomic_inc(&c->sw_events);
+		return;
+	}
+	raw_cookie(c, ev->dto.cookie);
+	atomic_inc(&c->dto_events);
+}
+
+/*
+ * The raw flavour: completions the poller takes straight from the CQ
+ * come as whole polls of work completions (a burst of 32 in one call),
+ * the rest as DAT events to func; every completion once, in CQ order,
+ * across both. Software events reach func. A wc_func that disables
+ * upcalls keeps its whole batch (nothing comes back to dequeue), and
+ * after it the completions wait for the consumer's dequeue.
+ */
+static void kevd_consumer_raw_upcall(struct kunit *test)
+{
+	struct kevd_upcall up = { .func = raw_ev_fn, .wc_func = raw_wc_fn };
+	struct kevd_event *evs;
+	struct kevd_attr attr;
+	struct fake_hca *hca;
+	struct raw_cons *c;
+	u32 pushed, i;
+	struct ib_cq *cq;
+	int calls;
+
+	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	evs = kunit_kcalloc(test, 8, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, c && evs);
+	up.ctx = c;
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 256;
+	attr.cq_depth = 512;
+	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.upcall = up;
+	c->evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, c->evd);
+	cq = kevd_cq(c->evd);
+
+	/* one burst at a time, each into an idle EVD */
+	for (i = 0; i < 8; i++) {
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, 32), 32);
+		KUNIT_ASSERT_TRUE(test, kevd_test_wait_count(&c->total,
+							     32 * (i + 1)));
+	}
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->wcs) +
+			atomic_read(&c->dto_events), 256);
+	KUNIT_EXPECT_GE(test, atomic_read(&c->max_n), 32);
+	for (i = 0; i < 3; i++)
+		KUNIT_EXPECT_EQ(test, kevd_post_se(c->evd, NULL), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&c->sw_events, 3));
+
+	/* bursts until a wc_func call disables upcalls: it keeps its batch */
+	c->disable = true;
+	calls = atomic_read(&c->calls);
+	pushed = 256;
+	while (atomic_read(&c->calls) == calls && pushed < 256 + 16 * 16) {
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, 16), 16);
+		pushed += 16;
+		KUNIT_ASSERT_TRUE(test, kevd_test_wait_count(&c->total, pushed));
+	}
+	KUNIT_ASSERT_EQ(test, atomic_read(&c->calls), calls + 1);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, 8), 8);
+	KUNIT_EXPECT_TRUE(test, pull_take(c->evd, 0, evs, 8));
+	for (i = 0; i < 8; i++)
+		KUNIT_EXPECT_EQ(test, evs[i].dto.cookie, (u64)pushed + i);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(c->evd, evs), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->calls), calls + 1);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->total), (int)pushed);
+
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(c->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_NEW), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->order_errors), 0);
+	KUNIT_EXPECT_EQ(test, c->next, (u64)pushed);
+	KUNIT_EXPECT_EQ(test, kevd_free(c->evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- backpressure while upcalls run ------------------------------------- */
 
 struct bp_rec {
@@ -2948,6 +3090,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_pull_batches),
 	KUNIT_CASE(kevd_consumer_pull_busy_no_arm),
 	KUNIT_CASE(kevd_consumer_pull_unarmed_covered),
+	KUNIT_CASE(kevd_consumer_raw_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_moderated_cq, mod_mode_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_dim_moderates),
 	KUNIT_CASE(kevd_consumer_cq_dim_off),
