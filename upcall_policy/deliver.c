@@ -364,10 +364,11 @@ void kevd_direct_end(struct kevd *evd, struct kevd_direct *d)
  * When a SINGLE_INSTANCE EVD's ring is empty, the owner polls the CQ and
  * calls the upcall for each completion, converted on the stack: no slot,
  * no ring lock, no copy; or, with the raw flavour (wc_func), once for
- * the whole poll, not converted (kevd_batch_run_wcs()). Order holds: only the owner takes completions
- * from the CQ and only it delivers, and it delivers nothing from the ring
- * until the session is done; an event posted meanwhile ends the session
- * and queues behind what it delivered, as it would behind a drain. The
+ * the whole poll, not converted (kevd_batch_run_wcs()). Order holds:
+ * only the owner takes completions from the CQ and only it delivers, and
+ * it delivers nothing from the ring until the session is done; an event
+ * posted meanwhile ends the session and queues behind what it delivered,
+ * as it would behind a drain. The
  * first call of a pass opens the session under evd->lock (the policy
  * snapshot, counted in upcalls_running, so TEARDOWN and free wait for it
  * like for any batch); later calls check without the lock that nothing
