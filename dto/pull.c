@@ -9,8 +9,9 @@
  *     they need: the consumer takes ownership of the EVD as a poller
  *     would (kevd_poll_try_own(), the NAPI busy-poll rule: only if no
  *     poller owns or has queued it), drains the CQ into the ring within
- *     the poll budget, and before it lets go arms the CQ with the
- *     extended notify (dto/arm.c), exactly as a pass does.
+ *     the poll budget, and, if it found nothing (or a thread waits), arms
+ *     the CQ with the extended notify (dto/arm.c) before it lets go,
+ *     exactly as a pass does.
  *   - While a thread waits in kevd_wait() on an EVD with upcalls disabled,
  *     the completion handler wakes it instead of scheduling a poller
  *     (kevd_comp_handler()): if a poller or another pull owns the EVD, it
@@ -19,7 +20,9 @@
  *     owns the EVD (kevd_pull_pending()), then pulls.
  *   - A waiter that leaves with a notification pending and nobody owning
  *     the EVD schedules it (kevd_pull_leave()): a poller still covers
- *     EVDs nobody waits on, so no completion stays in the CQ unnoticed.
+ *     EVDs nobody waits on, so no completion stays in the CQ unnoticed,
+ *     but after the unarmed let-go below, which the consumer's next call
+ *     (or query) takes from.
  *   - A pull that found work does not arm the CQ when it lets go (as a
  *     poller defers its arm, defer_arm): the caller returns with events
  *     and comes back for more, and a busy consumer then takes no
@@ -144,16 +147,18 @@ static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
  * The owner makes one more pass before it lets go (the NAPI rule): the
  * pull makes it itself, a few times, rather than handing the EVD to a
  * poller, so that a busy consumer takes no poller pass (and no switch to
- * the poller's thread) per notification. Past the bound the mark stays,
- * and kevd_poll_release() hands the EVD on.
+ * the poller's thread) per notification. Past the bound KEVD_POLL_MISSED
+ * stays set, and kevd_poll_release() hands the EVD on. The test and
+ * clear is fully ordered, as the let-go's cmpxchg was: what the scheduler
+ * wrote before it set the bit (a fenced event, a completion) is seen by
+ * the pass that follows.
  */
 static bool kevd_pull_missed(struct kevd *evd, int *passes)
 {
 	if (!test_bit(KEVD_POLL_MISSED, &evd->poll_state) ||
 	    ++*passes > KEVD_PULL_REARMS)
 		return false;
-	clear_bit(KEVD_POLL_MISSED, &evd->poll_state);
-	return true;
+	return test_and_clear_bit(KEVD_POLL_MISSED, &evd->poll_state);
 }
 
 /**
@@ -162,8 +167,9 @@ static bool kevd_pull_missed(struct kevd *evd, int *passes)
  *
  * Does nothing for an EVD without a CQ, with upcalls enabled, owned by a
  * poller (which will fill the ring and wake the caller) or outside
- * process context. Else it drains the CQ into the ring, in CQ order, with
- * the ring's backpressure, again if a notification came meanwhile, and
+ * process context (where, after an unarmed let-go, it schedules a pass).
+ * Else it drains the CQ into the ring, in CQ order, with the ring's
+ * backpressure, again if a notification came meanwhile, and
  * arms it before letting go unless it found work (kevd_pull_skip_arm()).
  *
  * Context: process context; does not sleep.
@@ -175,9 +181,15 @@ bool kevd_pull(struct kevd *evd)
 	u32 moved = 0;
 	bool again;
 
-	if (!evd->cq || !in_task() ||
-	    kevd_upcalls_enabled(READ_ONCE(evd->policy)) ||
-	    !kevd_poll_try_own(evd))
+	if (!evd->cq || kevd_upcalls_enabled(READ_ONCE(evd->policy)))
+		return false;
+	if (!in_task()) {
+		/* no pull here: after an unarmed let-go, a poller takes over */
+		if (READ_ONCE(evd->pull_unarmed))
+			kevd_schedule(evd);
+		return false;
+	}
+	if (!kevd_poll_try_own(evd))
 		return false;
 	do {
 		clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);

@@ -707,8 +707,9 @@ int kevd_query(struct kevd *evd, struct kevd_param *param)
 	spin_unlock_irqrestore(&evd->lock, flags);
 	/*
 	 * After a pull's unarmed let-go the CQ may hold completions that no
-	 * notification will bring: a pass takes them, so that the count
-	 * keeps up without a dequeue (dto/pull.c).
+	 * notification will bring: a pass takes them (after this call
+	 * returns), so that the count catches up without a dequeue
+	 * (dto/pull.c).
 	 */
 	if (READ_ONCE(evd->pull_unarmed))
 		kevd_schedule(evd);
@@ -837,8 +838,9 @@ static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
  * @threshold 1 and @n large, one wake-up takes a whole burst (an
  * extension beyond DAT, as io_uring's wait for many completions). The
  * remaining timeout shrinks across wake-ups; every exit path leaves the
- * EVD un-waited. A wait whose threshold is already met takes the events
- * without registering as the waiter: like a dequeue, it must not race
+ * EVD un-waited. A wait whose threshold is already met, or met by a pull
+ * from the CQ (as a dequeue pulls), takes the events without registering
+ * as the waiter: like a dequeue, it must not race
  * the consumer's own kevd_free() (which refuses only a registered one).
  *
  * Context: process context; sleeps.
