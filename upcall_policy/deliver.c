@@ -402,11 +402,13 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 		return 0;	/* empty, or held: nothing to go on with */
 	b.gen = d->gen;		/* the session's, set when it opened */
 	b.n = n;
-	if (d->upcall.wc_func)
+	if (d->upcall.wc_func) {
 		done = kevd_batch_run_wcs(p, &b, &d->upcall);
-	else
+		evd->postats.upcalls += !!done;	/* one invocation */
+	} else {
 		done = kevd_batch_run(p, &b, &d->upcall);
-	evd->postats.upcalls += done;
+		evd->postats.upcalls += done;
+	}
 	evd->postats.direct += done;
 	if (done > evd->postats.max_direct)
 		evd->postats.max_direct = done;

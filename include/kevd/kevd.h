@@ -346,8 +346,10 @@ typedef void (*kevd_wc_upcall_func)(void *ctx, const struct ib_wc *wcs,
  * @func: the function; required.
  * @ctx: its instance data (for @wc_func too).
  * @wc_func: NULL, or the raw-completion flavour (an extension beyond
- *	DAT). Under %KEVD_UPCALL_SINGLE_INSTANCE, completions the poller
- *	takes straight from the CQ while the EVD holds no queued event go
+ *	DAT); zero-initialise the object (or kevd_attr_init() the
+ *	attributes) so that a consumer without it leaves it NULL.
+ *	Under %KEVD_UPCALL_SINGLE_INSTANCE, completions the poller takes
+ *	straight from the CQ while the EVD holds no queued event go
  *	to it, a whole poll (up to 64) per call and not converted; a policy
  *	change inside it gives nothing back (the batch counts as delivered).
  *	Every other event (software, connection, async) and completions
@@ -427,8 +429,9 @@ enum kevd_state {
  * @discarded: events still queued when kevd_free() discarded them. For
  *	every EVD, and in the totals: posted = delivered + discarded +
  *	queued now (drops are never posted).
- * @pulls: passes over the CQ a consumer made itself, in kevd_dequeue()
- *	or kevd_wait() with upcalls disabled (no poller involved).
+ * @pulls: pulls of the CQ a consumer made itself, in kevd_dequeue()
+ *	or kevd_wait() with upcalls disabled (no poller involved); one pull
+ *	may pass over the CQ up to three times.
  * @moderations: moderation profiles applied to the CQ by the adaptive
  *	moderation of the cq_dim module parameter (rdma_set_cq_moderation()
  *	calls).
