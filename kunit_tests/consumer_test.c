@@ -2007,17 +2007,18 @@ static void raw_wc_fn(void *ctx, const struct ib_wc *wcs, u32 n)
 	struct raw_cons *c = ctx;
 	u32 i;
 
-	for (i = 0; i < n; i++)
-		raw_cookie(c, wcs[i].wr_id);
+	/* the call counts first: the test reads it once total is reached */
+	atomic_inc(&c->calls);
 	atomic_add(n, &c->wcs);
 	if (n > atomic_read(&c->max_n))
 		atomic_set(&c->max_n, n);
-	if (c->disable) {
-		c->disable = false;
+	if (READ_ONCE(c->disable)) {
+		WRITE_ONCE(c->disable, false);
 		kevd_modify_upcall(c->evd, KEVD_UPCALL_DISABLE, NULL,
 				   KEVD_UPCALL_INVOC_ANY);
 	}
-	atomic_inc(&c->calls);
+	for (i = 0; i < n; i++)
+		raw_cookie(c, wcs[i].wr_id);
 }
 
 static void raw_ev_fn(void *ctx, const struct kevd_event *ev, bool more)
@@ -2082,7 +2083,7 @@ static void kevd_consumer_raw_upcall(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&c->sw_events, 3));
 
 	/* bursts until a wc_func call disables upcalls: it keeps its batch */
-	c->disable = true;
+	WRITE_ONCE(c->disable, true);
 	calls = atomic_read(&c->calls);
 	pushed = 256;
 	while (atomic_read(&c->calls) == calls && pushed < 256 + 16 * 16) {
