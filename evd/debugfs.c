@@ -72,7 +72,8 @@ void kevd_read_stats(struct kevd *evd, struct kevd_stats *st)
 	st->drops = kevd_snap(evd->ring.pstats.drops);
 	st->max_batch = max(kevd_snap(evd->ring.pstats.max_batch),
 			    kevd_snap(evd->postats.max_direct));
-	st->upcalls = kevd_snap(evd->postats.upcalls);
+	st->upcalls = kevd_snap(evd->postats.upcalls) +
+		      atomic64_read(&evd->handed_upcalls);
 	st->empty_notifications =
 		kevd_snap(evd->postats.empty_notifications);
 	st->arms = kevd_snap(evd->postats.arms);

@@ -237,13 +237,17 @@ struct kevd_direct {
  *	(kevd_poll_try_own()), or NULL.
  * @cq_stalled: the last CQ drain stopped at a full ring.
  * @pull_unarmed: a pull that found work let go with the CQ unarmed, its
- *	consumer being on its way back (dto/pull.c); set and cleared by the
- *	owner, read by anyone who must then make sure of a pass.
+ *	consumer being on its way back (dto/pull.c); set by the owner, or
+ *	by a consumer's dequeue that ended a stall (kevd_consumer_done()),
+ *	cleared by the owner's next pass; read by anyone who must then make
+ *	sure of a pass.
  * @upcall_slow: an upcall batch took longer than KEVD_SLOW_UPCALL_NS;
  *	its poller passes its other EVDs on before each batch (sticky).
  * @empty_passes: passes without work since the EVD last had some
  *	(defer_arm); the owning poller's.
  * @notifications: completion notifications received (atomic).
+ * @handed_upcalls: upcalls of MANY batches that ran after their poller
+ *	handed the EVD on (atomic: the next owner counts in @postats).
  * @postats: the owning poller's counters.
  * @cq: the CQ of the DTO stream, or NULL.
  * @dev: its device (fixed at create; the CQ goes before the EVD leaves
@@ -305,6 +309,7 @@ struct kevd {
 	bool upcall_slow;
 	u8 empty_passes;
 	atomic64_t notifications;
+	atomic64_t handed_upcalls;
 	struct kevd_poll_stats postats;
 
 	struct ib_cq *cq;

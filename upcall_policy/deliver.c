@@ -499,7 +499,11 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 	}
 
 	n = kevd_batch_run(p, &b, &upcall);
-	evd->postats.upcalls += n;
+	/* after a hand-off the next owner writes postats: not ours now */
+	if (*handed_off)
+		atomic64_add(n, &evd->handed_upcalls);
+	else
+		evd->postats.upcalls += n;
 	kevd_deliver_end(evd, policy);
 	if (*handed_off)
 		kevd_put(evd);
