@@ -55,14 +55,28 @@ static bool kevd_event_number_valid(u32 num)
 	return false;
 }
 
-/* A consumer freed slots: restart a CQ drain that stopped at a full ring. */
-static void kevd_consumer_done(struct kevd *evd)
+/*
+ * Slots were freed: restart a CQ drain that stopped at a full ring. A
+ * dequeue or wait (@taker) in process context with upcalls disabled pulls
+ * the rest itself, when its ring falls short (dto/pull.c): it leaves the
+ * CQ as a pull's unarmed let-go does, mark first, and schedules a pass
+ * only if a thread waits. Anything else (a resize, a dequeue outside
+ * process context) schedules one.
+ */
+static void kevd_consumer_done(struct kevd *evd, bool taker)
 {
 	smp_mb();	/* pairs with kevd_cq_reserve(): stalled flag, then cons */
-	if (READ_ONCE(evd->cq_stalled)) {
-		WRITE_ONCE(evd->cq_stalled, false);
-		kevd_schedule(evd);
+	if (!READ_ONCE(evd->cq_stalled))
+		return;
+	WRITE_ONCE(evd->cq_stalled, false);
+	if (taker && in_task() && evd->cq &&
+	    !kevd_upcalls_enabled(READ_ONCE(evd->policy))) {
+		WRITE_ONCE(evd->pull_unarmed, true);
+		smp_mb();	/* pairs with kevd_wait_batch(): waiter, then mark */
+		if (!READ_ONCE(evd->waiter))
+			return;
 	}
+	kevd_schedule(evd);
 }
 
 static void kevd_release(struct kref *ref)
@@ -403,7 +417,7 @@ static u32 kevd_take(struct kevd *evd, struct kevd_event *evs, u32 max)
 		n = __kevd_ring_pop(&evd->ring, evs, max);
 	spin_unlock_irqrestore(&evd->ring.cons_lock, flags);
 	if (n)
-		kevd_consumer_done(evd);
+		kevd_consumer_done(evd, true);
 	return n;
 }
 
@@ -679,7 +693,7 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 	mutex_unlock(&evd->resize_mutex);
 	trace_kevd_resize(evd, qlen, ret);
 	if (!ret)
-		kevd_consumer_done(evd);
+		kevd_consumer_done(evd, false);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kevd_resize);

@@ -1737,6 +1737,12 @@ static void kevd_consumer_poll_failure(struct kunit *test)
 	fake_cq_fail_polls(kevd_cq(evd), -EIO);
 	for (i = 0; i < 8; i++)
 		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
+	/*
+	 * Two passes of the poller over the other EVD: the first follows the
+	 * failed pass, the second its defer_arm pass, which was queued
+	 * before it (the poller's list is FIFO). Only then do the polls stop.
+	 */
+	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
 	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
 	fake_cq_stats(kevd_cq(evd), &st1);
 	KUNIT_EXPECT_GT(test, st1.polls, 0);
@@ -1885,6 +1891,68 @@ static void kevd_consumer_pull_busy_no_arm(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, evs), 0);
 	KUNIT_EXPECT_EQ(test, evs[0].dto.cookie, next);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/*
+ * A consumer that pulls faster than its ring holds: each pull fills the
+ * ring and stops there (a stall, the rest waits in the CQ), and the
+ * dequeue that frees slots ends the stall without handing the EVD to a
+ * poller, for the consumer pulls the rest itself. No poller pass, so no
+ * arm, while it takes 128 completions through a ring of 16, in order;
+ * two passes of the same poller over another EVD make sure that none
+ * was queued. Notifications are held back as above.
+ */
+static void kevd_consumer_pull_stall_no_poller(struct kunit *test)
+{
+	struct poller_mark *m = kunit_kzalloc(test, sizeof(*m), GFP_KERNEL);
+	struct kevd_event *evs;
+	struct kevd_attr attr;
+	struct fake_hca *hca;
+	struct ib_cq *cq;
+	struct kevd *evd;
+	u64 arms, next = 0;
+	int i, j;
+
+	evs = kunit_kcalloc(test, 8, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, m && evs);
+	init_completion(&m->done);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = (struct kevd_upcall){ poller_mark_upcall, m };
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.cpu = 0;
+	m->evd = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, m->evd);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.cpu = 0;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	cq = kevd_cq(evd);
+	pull_mute(test, cq, true);
+	KUNIT_ASSERT_TRUE(test, pull_idle(evd));
+	arms = pull_arms(cq);
+
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, 128), 128);
+	for (i = 0; i < 16; i++) {
+		KUNIT_ASSERT_TRUE(test, pull_take(evd, i % 4, evs, 8));
+		for (j = 0; j < 8; j++)
+			KUNIT_EXPECT_EQ(test, evs[j].dto.cookie, next++);
+	}
+	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
+	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
+	KUNIT_EXPECT_EQ(test, pull_arms(cq), arms);
+	KUNIT_EXPECT_TRUE(test, fake_cq_empty(cq));
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(m->evd), 0);
 	fake_hca_destroy(hca);
 }
 
@@ -3091,6 +3159,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_pull_batches),
 	KUNIT_CASE(kevd_consumer_pull_busy_no_arm),
 	KUNIT_CASE(kevd_consumer_pull_unarmed_covered),
+	KUNIT_CASE(kevd_consumer_pull_stall_no_poller),
 	KUNIT_CASE(kevd_consumer_raw_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_moderated_cq, mod_mode_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_dim_moderates),
