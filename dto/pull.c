@@ -29,11 +29,13 @@
  *     notification (and no poller pass) per call. It marks the EVD
  *     (pull_unarmed). The CQ is armed by the first pull that finds it
  *     empty, which is the one before a wait sleeps; and whoever looks at
- *     the EVD another way schedules a pass when it sees the mark: a wait
- *     that registers while another thread pulls (kevd_pull_skip_arm()
- *     and kevd_wait_batch() see one another), kevd_query() (its count
- *     must keep up without a dequeue) and kevd_modify_upcall() (upcalls
- *     need a poller).
+ *     the EVD another way pulls or schedules a pass when it sees the
+ *     mark: a wait that registers while another thread pulls
+ *     (kevd_pull_skip_arm() and kevd_wait_batch() see one another),
+ *     kevd_query() (which pulls, so that its count has them),
+ *     kevd_modify_upcall() (upcalls need a poller) and a dequeue outside
+ *     process context. A dequeue that ends a stall (evd/evd.c,
+ *     kevd_consumer_done()) leaves the CQ the same way.
  *
  * The pull uses a per-CPU buffer for the work completions, under a local
  * lock for one drain at a time (it never sleeps).

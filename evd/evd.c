@@ -721,11 +721,11 @@ int kevd_query(struct kevd *evd, struct kevd_param *param)
 	spin_unlock_irqrestore(&evd->lock, flags);
 	/*
 	 * After a pull's unarmed let-go the CQ may hold completions that no
-	 * notification will bring: a pass takes them (after this call
-	 * returns), so that the count catches up without a dequeue
-	 * (dto/pull.c).
+	 * notification will bring: in process context the query pulls them
+	 * itself, so that the count it reports has them; elsewhere (or if
+	 * the EVD is owned) a pass takes them after it returns (dto/pull.c).
 	 */
-	if (READ_ONCE(evd->pull_unarmed))
+	if (READ_ONCE(evd->pull_unarmed) && !(in_task() && kevd_pull(evd)))
 		kevd_schedule(evd);
 	param->qlen = kevd_ring_qlen(&evd->ring);
 	param->count = kevd_ring_count(&evd->ring);
