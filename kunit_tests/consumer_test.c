@@ -1691,6 +1691,23 @@ static void poller_mark_upcall(void *ctx, const struct kevd_event *ev,
 	complete(&((struct poller_mark *)ctx)->done);
 }
 
+/* @m's EVD: software events, SINGLE_INSTANCE, on the poller of CPU 0. */
+static void poller_mark_create(struct kunit *test, struct poller_mark *m)
+{
+	struct kevd_attr attr;
+
+	init_completion(&m->done);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.flags = KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = (struct kevd_upcall){ poller_mark_upcall, m };
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.cpu = 0;
+	m->evd = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, m->evd);
+}
+
 /* Everything queued before on @m's poller has had its pass. */
 static bool poller_mark_pass(struct kunit *test, struct poller_mark *m)
 {
@@ -1717,20 +1734,16 @@ static void kevd_consumer_poll_failure(struct kunit *test)
 
 	KUNIT_ASSERT_NOT_NULL(test, r);
 	KUNIT_ASSERT_NOT_NULL(test, m);
-	init_completion(&m->done);
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	poller_mark_create(test, m);
 	kevd_attr_init(&attr);
 	attr.qlen = 64;
-	attr.flags = KEVD_SOFTWARE_FLAG;
+	attr.flags = KEVD_DTO_FLAG;
 	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = (struct kevd_upcall){ poller_mark_upcall, m };
+	attr.upcall = (struct kevd_upcall){ arm_rec_upcall, r };
 	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
 	attr.cpu = 0;
-	m->evd = kevd_create(NULL, &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, m->evd);
-	attr.flags = KEVD_DTO_FLAG;
-	attr.upcall = (struct kevd_upcall){ arm_rec_upcall, r };
 	evd = kevd_create(fake_hca_ibdev(hca), &attr);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
 
@@ -1916,18 +1929,9 @@ static void kevd_consumer_pull_stall_no_poller(struct kunit *test)
 
 	evs = kunit_kcalloc(test, 8, sizeof(*evs), GFP_KERNEL);
 	KUNIT_ASSERT_TRUE(test, m && evs);
-	init_completion(&m->done);
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 16;
-	attr.flags = KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = (struct kevd_upcall){ poller_mark_upcall, m };
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	attr.cpu = 0;
-	m->evd = kevd_create(NULL, &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, m->evd);
+	poller_mark_create(test, m);
 	kevd_attr_init(&attr);
 	attr.qlen = 16;
 	attr.cq_depth = 256;
