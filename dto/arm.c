@@ -40,7 +40,8 @@
  * @wcs: room for one work completion.
  *
  * A CQ whose drain stopped at a full ring is not armed: the consumer's
- * next dequeue reschedules the EVD. Nor is one held by a parked
+ * next dequeue pulls the rest, or reschedules the EVD (evd/evd.c,
+ * kevd_consumer_done()). Nor is one held by a parked
  * completion (kevd_cq_gate()). An arm that fails (the provider's error)
  * leaves the CQ unarmed, so no notification would come: the EVD then
  * needs another pass, and its CQ is polled on every pass until an arm

@@ -338,7 +338,8 @@ void kevd_cq_destroy(struct kevd *evd)
  * @evd: the EVD; the caller owns it.
  *
  * A drain that stopped at a full ring leaves the CQ unarmed and sets
- * cq_stalled; a dequeue clears it and reschedules. Upcall batches free
+ * cq_stalled; a dequeue clears it and pulls the rest, or reschedules
+ * (kevd_consumer_done()). Upcall batches free
  * slots without a dequeue, so the owner clears it itself as soon as it
  * takes completions again, or the EVD would go idle with its CQ unarmed.
  *
@@ -437,7 +438,7 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
  * @budget: at most this many completions.
  *
  * Stops early when the CQ is empty or the ring is full; in the latter
- * case the next dequeue reschedules the EVD.
+ * case the next dequeue pulls the rest or reschedules the EVD.
  *
  * Context: the owning poller (process context).
  * Return: the number of completions moved.
@@ -458,7 +459,7 @@ u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget)
  *
  * The fenced events are queued only once a poll found the CQ empty: every
  * completion that was in the CQ when they were posted is then in the ring
- * before them. A full ring (the consumer's dequeue reschedules) or the
+ * before them. A full ring (the consumer's dequeue pulls or reschedules) or the
  * budget (the pass requeues) leaves them fenced for a later pass.
  *
  * Context: the owning poller.

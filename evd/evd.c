@@ -69,11 +69,20 @@ static void kevd_consumer_done(struct kevd *evd, bool taker)
 	if (!READ_ONCE(evd->cq_stalled))
 		return;
 	WRITE_ONCE(evd->cq_stalled, false);
-	if (taker && in_task() && evd->cq &&
-	    !kevd_upcalls_enabled(READ_ONCE(evd->policy))) {
+	if (taker && in_task() && evd->cq) {
+		struct task_struct *waiter;
+
 		WRITE_ONCE(evd->pull_unarmed, true);
-		smp_mb();	/* pairs with kevd_wait_batch(): waiter, then mark */
-		if (!READ_ONCE(evd->waiter))
+		/*
+		 * Pairs with kevd_wait_batch() (waiter set, then the mark)
+		 * and with kevd_modify_upcall() (policy set, then the mark):
+		 * either they see the mark, or this sees them. The taker's
+		 * own registered wait returns with what it took.
+		 */
+		smp_mb();
+		waiter = READ_ONCE(evd->waiter);
+		if ((!waiter || waiter == current) &&
+		    !kevd_upcalls_enabled(READ_ONCE(evd->policy)))
 			return;
 	}
 	kevd_schedule(evd);

@@ -1752,8 +1752,9 @@ static void kevd_consumer_poll_failure(struct kunit *test)
 		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
 	/*
 	 * Two passes of the poller over the other EVD: the first follows the
-	 * failed pass, the second its defer_arm pass, which was queued
-	 * before it (the poller's list is FIFO). Only then do the polls stop.
+	 * failed pass, the second its defer_arm pass (defer_arm is 1 or 0
+	 * wherever this suite runs), which was queued before it (the
+	 * poller's list is FIFO). Only then do the polls stop.
 	 */
 	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
 	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));

@@ -117,8 +117,9 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 	if (enable) {
 		/*
 		 * Pairs with kevd_producer_done(): policy set, then count;
-		 * and with kevd_pull(): policy set, then a pull's unarmed
-		 * let-go (its CQ may hold completions nobody will signal).
+		 * and with kevd_pull() and kevd_consumer_done(): policy set,
+		 * then an unarmed let-go's mark (its CQ may hold completions
+		 * nobody will signal).
 		 */
 		smp_mb();
 		if (kevd_ring_count(&evd->ring) ||
