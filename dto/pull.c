@@ -31,7 +31,7 @@
  *     empty, which is the one before a wait sleeps; and whoever looks at
  *     the EVD another way pulls or schedules a pass when it sees the
  *     mark: a wait that registers while another thread pulls
- *     (kevd_pull_skip_arm() and kevd_wait_batch() see one another),
+ *     (kevd_pull_unarmed_ok() and kevd_wait_batch() see one another),
  *     kevd_query() (which pulls, so that its count has them),
  *     kevd_modify_upcall() (upcalls need a poller) and a dequeue outside
  *     process context. A dequeue that ends a stall (evd/evd.c,
@@ -92,27 +92,49 @@ static bool kevd_pull_arm(struct kevd *evd)
 	return again;
 }
 
-/*
- * A pull that found work and emptied the CQ: may it let go without
- * arming? Yes unless a thread is registered in kevd_wait(), which may
- * sleep on the CQ's next notification. The mark goes up first and the
- * waiter is read after a full barrier, as kevd_wait_batch() writes the
- * waiter and then reads the mark: a wait that registers meanwhile sees
- * the mark (and schedules a pass), or this sees the waiter (and arms).
+/**
+ * kevd_pull_unarmed_ok() - may the CQ stay unarmed, its consumer coming back?
+ * @evd: the EVD.
+ * @self_ok: a waiter that is the caller itself does not count (it
+ *	returns with what it took).
+ *
+ * For a pull that found work (kevd_pull_pass()) and for a dequeue that
+ * ended a stall (kevd_consumer_done()). Yes unless a thread is registered
+ * in kevd_wait(), which may sleep on the CQ's next notification, or
+ * upcalls are enabled, which need a poller. The mark goes up first; the
+ * waiter and the policy are read after a full barrier, as
+ * kevd_wait_batch() writes the waiter and kevd_modify_upcall() the
+ * policy before they read the mark: either they see the mark (and pull
+ * or schedule a pass), or this sees them. On no, the mark comes down and
+ * the caller arms or schedules.
+ *
+ * Context: process context.
+ * Return: true if the CQ may stay unarmed (the mark is up).
  */
-static bool kevd_pull_skip_arm(struct kevd *evd)
+bool kevd_pull_unarmed_ok(struct kevd *evd, bool self_ok)
 {
+	struct task_struct *waiter;
+
 	WRITE_ONCE(evd->pull_unarmed, true);
-	smp_mb();	/* pairs with kevd_wait_batch(): waiter, then mark */
-	if (!READ_ONCE(evd->waiter))
+	smp_mb();	/* pairs with kevd_wait_batch(), kevd_modify_upcall() */
+	waiter = READ_ONCE(evd->waiter);
+	if ((!waiter || (self_ok && waiter == current)) &&
+	    !kevd_upcalls_enabled(READ_ONCE(evd->policy)))
 		return true;
 	WRITE_ONCE(evd->pull_unarmed, false);
 	return false;
 }
 
+/* A pass (a pull's or a poller's) decides anew whether the CQ stays unarmed. */
+void kevd_pull_unmark(struct kevd *evd)
+{
+	if (unlikely(READ_ONCE(evd->pull_unarmed)))
+		WRITE_ONCE(evd->pull_unarmed, false);
+}
+
 /*
  * Drain in batches; unless it found work for a consumer who comes back
- * (kevd_pull_skip_arm()), arm and check, again while the check finds
+ * (kevd_pull_unarmed_ok()), arm and check, again while the check finds
  * completions (a few times). Returns whether the EVD needs another pass:
  * the budget is used, or the check kept finding work.
  */
@@ -122,7 +144,7 @@ static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
 	int rearms = 0;
 
 	kevd_assert_owner(evd);
-	WRITE_ONCE(evd->pull_unarmed, false);	/* this pass decides anew */
+	kevd_pull_unmark(evd);
 	if (unlikely(READ_ONCE(evd->ring.nfenced)))
 		*moved += kevd_pull_drain(evd, budget, true);
 	for (;;) {
@@ -135,7 +157,7 @@ static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
 		}
 		if (*moved >= budget)
 			return true;
-		if (*moved && !rearms && kevd_pull_skip_arm(evd))
+		if (*moved && !rearms && kevd_pull_unarmed_ok(evd, false))
 			return false;
 		if (!kevd_pull_arm(evd))
 			return false;
@@ -172,7 +194,7 @@ static bool kevd_pull_missed(struct kevd *evd, int *passes)
  * process context (where, after an unarmed let-go, it schedules a pass).
  * Else it drains the CQ into the ring, in CQ order, with the ring's
  * backpressure, again if a notification came meanwhile, and
- * arms it before letting go unless it found work (kevd_pull_skip_arm()).
+ * arms it before letting go unless it found work (kevd_pull_unarmed_ok()).
  *
  * Context: process context; does not sleep.
  * Return: true if it made a pass (the ring may hold more now).

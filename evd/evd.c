@@ -69,22 +69,8 @@ static void kevd_consumer_done(struct kevd *evd, bool taker)
 	if (!READ_ONCE(evd->cq_stalled))
 		return;
 	WRITE_ONCE(evd->cq_stalled, false);
-	if (taker && in_task() && evd->cq) {
-		struct task_struct *waiter;
-
-		WRITE_ONCE(evd->pull_unarmed, true);
-		/*
-		 * Pairs with kevd_wait_batch() (waiter set, then the mark)
-		 * and with kevd_modify_upcall() (policy set, then the mark):
-		 * either they see the mark, or this sees them. The taker's
-		 * own registered wait returns with what it took.
-		 */
-		smp_mb();
-		waiter = READ_ONCE(evd->waiter);
-		if ((!waiter || waiter == current) &&
-		    !kevd_upcalls_enabled(READ_ONCE(evd->policy)))
-			return;
-	}
+	if (taker && in_task() && evd->cq && kevd_pull_unarmed_ok(evd, true))
+		return;
 	kevd_schedule(evd);
 }
 
@@ -901,7 +887,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 		trace_kevd_wait_end(evd, ret, 0);
 		return ret;
 	}
-	/* Pairs with kevd_pull_skip_arm(): waiter set, then its mark read. */
+	/* Pairs with kevd_pull_unarmed_ok(): waiter set, then its mark read. */
 	smp_mb();
 
 	left = timeout_us == KEVD_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :

@@ -104,7 +104,7 @@ enum kevd_pass_ret kevd_pass(struct kevd_poller *p, struct kevd *evd,
 	kevd_assert_owner(evd);
 	trace_kevd_pass_begin(evd, budget);
 	/* a pull's unarmed let-go ends here: this pass arms, or passes again */
-	WRITE_ONCE(evd->pull_unarmed, false);
+	kevd_pull_unmark(evd);
 	notified = test_and_clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
 	work = kevd_pass_work(p, evd, s, &d, budget, &drained);
 	if (work == U32_MAX)

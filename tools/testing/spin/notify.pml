@@ -239,7 +239,7 @@ end:	do
 #ifdef NOHANDSHAKE
 				skip
 #else
-				mark = 1;	/* kevd_pull_skip_arm(), smp_mb() */
+				mark = 1;	/* kevd_pull_unarmed_ok(), smp_mb() */
 				if
 				:: waiting -> mark = 0; pass(again)
 				:: else -> skip
