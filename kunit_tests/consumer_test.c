@@ -1421,20 +1421,27 @@ static void mod_mode_desc(const enum fake_hca_mode *m, char *desc)
 
 KUNIT_ARRAY_PARAM(mod_mode, mod_modes, mod_mode_desc);
 
-/* A DTO EVD with upcalls disabled on @hca (a fresh fake HCA if NULL). */
-static struct kevd *mod_evd(struct kunit *test, struct fake_hca *hca)
+/* A DTO EVD with upcalls disabled on @hca, its CQ @cq_depth deep (0: qlen). */
+static struct kevd *cq_evd(struct kunit *test, struct fake_hca *hca, u32 qlen,
+			   u32 cq_depth)
 {
 	struct kevd_attr attr;
 	struct kevd *evd;
 
 	kevd_attr_init(&attr);
-	attr.qlen = 256;
-	attr.cq_depth = 256;
+	attr.qlen = qlen;
+	attr.cq_depth = cq_depth;
 	attr.flags = KEVD_DTO_FLAG;
 	attr.upcall_policy = KEVD_UPCALL_DISABLE;
 	evd = kevd_create(fake_hca_ibdev(hca), &attr);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
 	return evd;
+}
+
+/* The same, 256 and 256. */
+static struct kevd *mod_evd(struct kunit *test, struct fake_hca *hca)
+{
+	return cq_evd(test, hca, 256, 256);
 }
 
 /*
@@ -2455,22 +2462,6 @@ static void kevd_consumer_fenced_event_discarded(struct kunit *test)
 }
 
 /* --- a CQ sized by the queue length follows it ---------------------------- */
-
-static struct kevd *cq_evd(struct kunit *test, struct fake_hca *hca, u32 qlen,
-			   u32 cq_depth)
-{
-	struct kevd_attr attr;
-	struct kevd *evd;
-
-	kevd_attr_init(&attr);
-	attr.qlen = qlen;
-	attr.cq_depth = cq_depth;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
-	return evd;
-}
 
 /*
  * A consumer sizes its work by the queue length. After kevd_resize() up,
