@@ -133,10 +133,14 @@ void kevd_pull_unmark(struct kevd *evd)
 }
 
 /*
- * Drain in batches; unless it found work for a consumer who comes back
- * (kevd_pull_unarmed_ok()), arm and check, again while the check finds
- * completions (a few times). Returns whether the EVD needs another pass:
- * the budget is used, or the check kept finding work.
+ * Drain in batches, within the budget; unless it found work for a
+ * consumer who comes back (kevd_pull_unarmed_ok()), arm and check, again
+ * while the check finds completions (a few times). A pull that used its
+ * budget lets go the same way: what is left in the CQ is the consumer's
+ * next call's, not a poller's (which would keep the EVD while each of
+ * its passes finds work). Returns whether the EVD needs another pass:
+ * the budget is used while a thread waits, or the check kept finding
+ * work.
  */
 static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
 {
@@ -155,10 +159,10 @@ static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
 			if (n < want)	/* empty, a full ring or a parked one */
 				break;
 		}
-		if (*moved >= budget)
-			return true;
 		if (*moved && !rearms && kevd_pull_unarmed_ok(evd, false))
 			return false;
+		if (*moved >= budget)
+			return true;
 		if (!kevd_pull_arm(evd))
 			return false;
 		if (++rearms > KEVD_PULL_REARMS)

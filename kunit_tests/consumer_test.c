@@ -1984,6 +1984,64 @@ static void kevd_consumer_pull_stall_no_poller(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * A consumer that pulls a backlog larger than a pull's budget (the
+ * default, 64) takes it all itself: a pull that used its budget lets go
+ * unarmed, as one that found work does, rather than handing the EVD to a
+ * poller (which kept it, passing while it found work, and armed the CQ
+ * once it was empty). No arm while it takes 200 completions, in order;
+ * two passes of a poller over another EVD give a poller's pass, had one
+ * been queued, time to arm. The dequeue that finds the EVD empty arms.
+ * Notifications are held back as above.
+ */
+static void kevd_consumer_pull_budget_no_poller(struct kunit *test)
+{
+	struct poller_mark *m = kunit_kzalloc(test, sizeof(*m), GFP_KERNEL);
+	struct kevd_event *evs;
+	struct kevd_attr attr;
+	struct fake_hca *hca;
+	struct ib_cq *cq;
+	struct kevd *evd;
+	u64 arms, next = 0;
+	int i, j;
+
+	evs = kunit_kcalloc(test, 8, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, m && evs);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	poller_mark_create(test, m);
+	kevd_attr_init(&attr);
+	attr.qlen = 256;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.cpu = 0;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	cq = kevd_cq(evd);
+	pull_mute(test, cq, true);
+	KUNIT_ASSERT_TRUE(test, pull_idle(evd));
+	arms = pull_arms(cq);
+
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, 200), 200);
+	for (i = 0; i < 25; i++) {
+		KUNIT_ASSERT_TRUE(test, pull_take(evd, i % 4, evs, 8));
+		for (j = 0; j < 8; j++)
+			KUNIT_EXPECT_EQ(test, evs[j].dto.cookie, next++);
+	}
+	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
+	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
+	KUNIT_EXPECT_EQ(test, pull_arms(cq), arms);
+	KUNIT_EXPECT_TRUE(test, fake_cq_empty(cq));
+
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, evs), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, pull_arms(cq), arms + 1);
+	KUNIT_EXPECT_TRUE(test, fake_cq_armed(cq));
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(m->evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* A completion, once, from inside the puller's poll (fake_cq_set_poll_hook()). */
 static void pull_hook_fn(struct ib_cq *cq, void *ctx)
 {
@@ -3172,6 +3230,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_pull_busy_no_arm),
 	KUNIT_CASE(kevd_consumer_pull_unarmed_covered),
 	KUNIT_CASE(kevd_consumer_pull_stall_no_poller),
+	KUNIT_CASE(kevd_consumer_pull_budget_no_poller),
 	KUNIT_CASE(kevd_consumer_raw_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_moderated_cq, mod_mode_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_dim_moderates),
