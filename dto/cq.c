@@ -460,7 +460,8 @@ u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget)
  * The fenced events are queued only once a poll found the CQ empty: every
  * completion that was in the CQ when they were posted is then in the ring
  * before them. A full ring (the consumer's dequeue pulls or reschedules) or the
- * budget (the pass requeues) leaves them fenced for a later pass.
+ * budget (a pass requeues; a pull leaves them to its consumer's next call,
+ * or to a poller while a thread waits) leaves them fenced for a later pass.
  *
  * Context: the owning poller.
  * Return: the number of completions moved.

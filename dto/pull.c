@@ -139,8 +139,8 @@ void kevd_pull_unmark(struct kevd *evd)
  * budget lets go the same way: what is left in the CQ is the consumer's
  * next call's, not a poller's (which would keep the EVD while each of
  * its passes finds work). Returns whether the EVD needs another pass:
- * the budget is used while a thread waits, or the check kept finding
- * work.
+ * the budget is used while a thread waits (or after the check found
+ * completions), or the check kept finding work.
  */
 static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
 {
@@ -179,7 +179,9 @@ static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
  * stays set, and kevd_poll_release() hands the EVD on. The test and
  * clear is fully ordered, as the let-go's cmpxchg was: what the scheduler
  * wrote before it set the bit (a fenced event, a completion) is seen by
- * the pass that follows.
+ * the pass that follows. After a pass that used the budget that pass
+ * drains only fenced events: the rest of the CQ is the consumer's next
+ * call's (kevd_pull_pass()).
  */
 static bool kevd_pull_missed(struct kevd *evd, int *passes)
 {

@@ -256,8 +256,9 @@ bool kevd_poll_try_own(struct kevd *evd)
 /**
  * kevd_poll_release() - end a pass kevd_poll_try_own() allowed.
  * @evd: the EVD; the caller owns it.
- * @again: it needs another pass (budget used while a thread waits, an
- *	arm failed, or upcalls were enabled during a pull); false also
+ * @again: it needs another pass (budget used while a thread waits or
+ *	after a re-arm, an arm failed, or upcalls were enabled during a
+ *	pull); false also
  *	after a pull's unarmed let-go (dto/pull.c), which the consumer's
  *	next call takes from.
  *
