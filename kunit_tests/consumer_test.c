@@ -1754,7 +1754,6 @@ static void kevd_consumer_poll_failure(struct kunit *test)
 	struct fake_hca *hca;
 	struct kevd_attr attr;
 	struct kevd *evd;
-	u32 i;
 
 	KUNIT_ASSERT_NOT_NULL(test, r);
 	KUNIT_ASSERT_NOT_NULL(test, m);
