@@ -1933,15 +1933,14 @@ static void kevd_consumer_pull_busy_no_arm(struct kunit *test)
 }
 
 /*
- * A consumer that pulls faster than its ring holds: each pull fills the
- * ring and stops there (a stall, the rest waits in the CQ), and the
- * dequeue that frees slots ends the stall without handing the EVD to a
- * poller, for the consumer pulls the rest itself. No poller pass, so no
- * arm, while it takes 128 completions through a ring of 16, in order;
- * two passes of the same poller over another EVD make sure that none
- * was queued. Notifications are held back as above.
+ * A muted consumer (notifications held back as above) of an EVD with a
+ * ring of @qlen, on the poller of CPU 0, takes @total completions (a
+ * multiple of 8) through its own pulls, 8 per call, in order. No poller
+ * pass, so no arm, until the dequeue that finds the EVD empty: that one
+ * arms. Two passes of the same poller over another EVD give a pass, had
+ * one been queued, time to arm.
  */
-static void kevd_consumer_pull_stall_no_poller(struct kunit *test)
+static void pull_no_poller(struct kunit *test, u32 qlen, u32 total)
 {
 	struct poller_mark *m = kunit_kzalloc(test, sizeof(*m), GFP_KERNEL);
 	struct kevd_event *evs;
@@ -1950,7 +1949,7 @@ static void kevd_consumer_pull_stall_no_poller(struct kunit *test)
 	struct ib_cq *cq;
 	struct kevd *evd;
 	u64 arms, next = 0;
-	int i, j;
+	u32 i, j;
 
 	evs = kunit_kcalloc(test, 8, sizeof(*evs), GFP_KERNEL);
 	KUNIT_ASSERT_TRUE(test, m && evs);
@@ -1958,7 +1957,7 @@ static void kevd_consumer_pull_stall_no_poller(struct kunit *test)
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
 	poller_mark_create(test, m);
 	kevd_attr_init(&attr);
-	attr.qlen = 16;
+	attr.qlen = qlen;
 	attr.cq_depth = 256;
 	attr.flags = KEVD_DTO_FLAG;
 	attr.upcall_policy = KEVD_UPCALL_DISABLE;
@@ -1970,63 +1969,8 @@ static void kevd_consumer_pull_stall_no_poller(struct kunit *test)
 	KUNIT_ASSERT_TRUE(test, pull_idle(evd));
 	arms = pull_arms(cq);
 
-	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, 128), 128);
-	for (i = 0; i < 16; i++) {
-		KUNIT_ASSERT_TRUE(test, pull_take(evd, i % 4, evs, 8));
-		for (j = 0; j < 8; j++)
-			KUNIT_EXPECT_EQ(test, evs[j].dto.cookie, next++);
-	}
-	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
-	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
-	KUNIT_EXPECT_EQ(test, pull_arms(cq), arms);
-	KUNIT_EXPECT_TRUE(test, fake_cq_empty(cq));
-	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
-	KUNIT_EXPECT_EQ(test, kevd_free(m->evd), 0);
-	fake_hca_destroy(hca);
-}
-
-/*
- * A consumer that pulls a backlog larger than a pull's budget (the
- * default, 64) takes it all itself: a pull that used its budget lets go
- * unarmed, as one that found work does, rather than handing the EVD to a
- * poller (which kept it, passing while it found work, and armed the CQ
- * once it was empty). No arm while it takes 200 completions, in order;
- * two passes of a poller over another EVD give a poller's pass, had one
- * been queued, time to arm. The dequeue that finds the EVD empty arms.
- * Notifications are held back as above. (The pulls fall on the
- * kevd_dequeue_batch() calls: the other calls find 8 in the ring.)
- */
-static void kevd_consumer_pull_budget_no_poller(struct kunit *test)
-{
-	struct poller_mark *m = kunit_kzalloc(test, sizeof(*m), GFP_KERNEL);
-	struct kevd_event *evs;
-	struct kevd_attr attr;
-	struct fake_hca *hca;
-	struct ib_cq *cq;
-	struct kevd *evd;
-	u64 arms, next = 0;
-	int i, j;
-
-	evs = kunit_kcalloc(test, 8, sizeof(*evs), GFP_KERNEL);
-	KUNIT_ASSERT_TRUE(test, m && evs);
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	poller_mark_create(test, m);
-	kevd_attr_init(&attr);
-	attr.qlen = 256;
-	attr.cq_depth = 256;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	attr.cpu = 0;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
-	cq = kevd_cq(evd);
-	pull_mute(test, cq, true);
-	KUNIT_ASSERT_TRUE(test, pull_idle(evd));
-	arms = pull_arms(cq);
-
-	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, 200), 200);
-	for (i = 0; i < 25; i++) {
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, total), total);
+	for (i = 0; i < total / 8; i++) {
 		KUNIT_ASSERT_TRUE(test, pull_take(evd, i % 4, evs, 8));
 		for (j = 0; j < 8; j++)
 			KUNIT_EXPECT_EQ(test, evs[j].dto.cookie, next++);
@@ -2042,6 +1986,32 @@ static void kevd_consumer_pull_budget_no_poller(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(m->evd), 0);
 	fake_hca_destroy(hca);
+}
+
+/*
+ * A consumer that pulls faster than its ring holds: each pull fills the
+ * ring and stops there (a stall, the rest waits in the CQ), and the
+ * dequeue that frees slots ends the stall without handing the EVD to a
+ * poller, for the consumer pulls the rest itself: 128 completions
+ * through a ring of 16.
+ */
+static void kevd_consumer_pull_stall_no_poller(struct kunit *test)
+{
+	pull_no_poller(test, 16, 128);
+}
+
+/*
+ * A consumer that pulls a backlog larger than a pull's budget (the
+ * default, 64) takes it all itself: a pull that used its budget lets go
+ * unarmed, as one that found work does, rather than handing the EVD to a
+ * poller (which kept it, passing while it found work, and armed the CQ
+ * once it was empty): 200 completions through a ring of 256. (The pulls
+ * fall on the kevd_dequeue_batch() calls: the other calls find 8 in the
+ * ring.)
+ */
+static void kevd_consumer_pull_budget_no_poller(struct kunit *test)
+{
+	pull_no_poller(test, 256, 200);
 }
 
 /* A completion, once, from inside the puller's poll (fake_cq_set_poll_hook()). */
