@@ -258,9 +258,8 @@ bool kevd_poll_try_own(struct kevd *evd)
  * @evd: the EVD; the caller owns it.
  * @again: it needs another pass (budget used while a thread waits or
  *	after a re-arm, an arm failed, or upcalls were enabled during a
- *	pull); false also
- *	after a pull's unarmed let-go (dto/pull.c), which the consumer's
- *	next call takes from.
+ *	pull); false also after a pull's unarmed let-go (dto/pull.c),
+ *	which the consumer's next call takes from.
  *
  * Lets go of @evd, unless it needs another pass or was scheduled during
  * this one (KEVD_POLL_MISSED): then its poller gets it, ownership and
