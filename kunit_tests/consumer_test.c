@@ -2093,6 +2093,28 @@ static void kevd_consumer_pull_unarmed_covered(struct kunit *test)
 
 /* --- the raw-completion flavour (kevd_upcall.wc_func) ------------------- */
 
+/*
+ * An EVD with the DTO and software streams on @hca's fake CQ (@qlen,
+ * @cq_depth), upcalls @up under SINGLE_INSTANCE, INVOC_ANY.
+ */
+static struct kevd *si_evd(struct kunit *test, struct fake_hca *hca,
+			   u32 qlen, u32 cq_depth, struct kevd_upcall up)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	attr.qlen = qlen;
+	attr.cq_depth = cq_depth;
+	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.upcall = up;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
 /**
  * struct raw_cons - a SINGLE_INSTANCE consumer with the raw flavour.
  * @evd: its EVD.
@@ -2171,7 +2193,6 @@ static void kevd_consumer_raw_upcall(struct kunit *test)
 {
 	struct kevd_upcall up = { .func = raw_ev_fn, .wc_func = raw_wc_fn };
 	struct kevd_event *evs;
-	struct kevd_attr attr;
 	struct fake_hca *hca;
 	struct raw_cons *c;
 	u32 pushed, i;
@@ -2184,15 +2205,7 @@ static void kevd_consumer_raw_upcall(struct kunit *test)
 	up.ctx = c;
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 256;
-	attr.cq_depth = 512;
-	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	attr.upcall = up;
-	c->evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, c->evd);
+	c->evd = si_evd(test, hca, 256, 512, up);
 	cq = kevd_cq(c->evd);
 
 	/* one burst at a time, each into an idle EVD */
@@ -2277,7 +2290,6 @@ static void kevd_consumer_backpressure_with_upcalls(struct kunit *test)
 	struct bp_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
 	struct kevd_upcall up = { bp_upcall, r };
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	struct kevd_param p;
 	struct kevd *evd;
 	unsigned long nsw = 1;
@@ -2288,15 +2300,7 @@ static void kevd_consumer_backpressure_with_upcalls(struct kunit *test)
 	init_completion(&r->release);
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 16;
-	attr.cq_depth = 64;
-	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = up;
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = si_evd(test, hca, 16, 64, up);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)0UL), 0);
 	if (!wait_for_completion_timeout(&r->entered, CONS_WAIT)) {
 		KUNIT_FAIL(test, "no upcall");
