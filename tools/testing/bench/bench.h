@@ -186,10 +186,17 @@ struct bench_run {
 	u64 *ts;
 	u32 *lat;
 	unsigned long *seen;
-	atomic_t delivered;
+	u32 room_mask;		/* the consumer rings room_db every mask + 1 */
+	/*
+	 * The consumer's count, written for every event, on its own line: the
+	 * producer, which reads the fields above for every burst, looks at
+	 * room_db instead (bench_cq_full()).
+	 */
+	atomic_t delivered ____cacheline_aligned_in_smp;
 	atomic_t dups;
 	atomic_t bad;
 	atomic_t finished;
+	u32 room_db ____cacheline_aligned_in_smp;	/* delivered, lagging */
 	wait_queue_head_t prod_wq;	/* one CPU: the producer waits for room */
 	u32 wake_at;
 	bool prod_waits;
@@ -201,7 +208,7 @@ struct bench_run {
 	u64 drain_ns;		/* ...and draining them */
 	u64 t_start;
 	u64 t_end;
-	struct completion done;
+	struct completion done ____cacheline_aligned_in_smp;
 };
 
 struct bench_rdma;
