@@ -68,12 +68,79 @@ static DEFINE_PER_CPU(struct kevd_pull_buf, kevd_pull_bufs) = {
  */
 #define KEVD_PULL_REARMS	2
 
-/* Drain up to @want, or (@unfence) drain and queue the fenced events. */
-static u32 kevd_pull_drain(struct kevd *evd, u32 want, bool unfence)
+/*
+ * The caller's buffer of a pull that may skip the ring (kevd_pull_into()):
+ * @room events fit at @evs, @got are there.
+ */
+struct kevd_pull_to {
+	struct kevd_event *evs;
+	u32 room;
+	u32 got;
+};
+
+/*
+ * May the next batch go straight to the caller? Only while nothing older
+ * than the CQ's completions is queued: an empty ring (the owner alone
+ * moves completions into it), no fenced event, no stopped batch that may
+ * give older events back (kevd_batches_held()). Returns the room.
+ */
+static u32 kevd_pull_direct_room(struct kevd *evd, struct kevd_pull_to *to)
+{
+	if (kevd_ring_count(&evd->ring) || READ_ONCE(evd->ring.nfenced) ||
+	    kevd_batches_held(evd))
+		return 0;
+	return to->room - to->got;
+}
+
+/*
+ * Poll up to @want completions and convert them straight into the
+ * caller's buffer: no slot, no ring lock, no copy out. Counted as the
+ * upcalls' direct delivery is (posted and delivered at once).
+ */
+static u32 kevd_pull_direct(struct kevd *evd, struct kevd_pull_to *to,
+			    u32 want)
+{
+	struct kevd_event *ev = to->evs + to->got;
+	struct ib_wc *wcs;
+	int n, i;
+
+	local_lock(&kevd_pull_bufs.lock);
+	wcs = this_cpu_ptr(&kevd_pull_bufs)->wcs;
+	n = kevd_cq_poll(evd, want, wcs);
+	for (i = 0; i < n; i++, ev++) {
+		kevd_wc_to_event(&wcs[i], ev);
+		ev->evd = evd;
+	}
+	local_unlock(&kevd_pull_bufs.lock);
+	if (n <= 0)	/* empty, held by a parked completion, or an error */
+		return 0;
+	kevd_cq_unstall(evd);	/* the ring is empty */
+	to->got += n;
+	evd->postats.direct += n;
+	if (to->got > evd->postats.max_direct)
+		evd->postats.max_direct = to->got;
+	return n;
+}
+
+/*
+ * Drain up to @want, into the caller's buffer while it may (@to), else
+ * into the ring; or (@unfence) drain into the ring and queue the fenced
+ * events. Returns what it moved; fewer than @want also when the caller's
+ * buffer is full (then the rest waits in the CQ for its next call).
+ */
+static u32 kevd_pull_drain(struct kevd *evd, struct kevd_pull_to *to,
+			   u32 want, bool unfence)
 {
 	struct ib_wc *wcs;
-	u32 n;
+	u32 n, room;
 
+	if (to && !unfence) {
+		if (to->got == to->room)
+			return 0;	/* the rest is the caller's next call's */
+		room = kevd_pull_direct_room(evd, to);
+		if (room)
+			return kevd_pull_direct(evd, to, min(want, room));
+	}
 	local_lock(&kevd_pull_bufs.lock);
 	wcs = this_cpu_ptr(&kevd_pull_bufs)->wcs;
 	n = unfence ? kevd_cq_unfence(evd, wcs, want) :
@@ -142,7 +209,8 @@ void kevd_pull_unmark(struct kevd *evd)
  * the budget is used while a thread waits (or after the check found
  * completions), or the check kept finding work.
  */
-static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
+static bool kevd_pull_pass(struct kevd *evd, struct kevd_pull_to *to,
+			   u32 *moved)
 {
 	u32 budget = READ_ONCE(kevd_param_budget), want, n;
 	int rearms = 0;
@@ -150,13 +218,14 @@ static bool kevd_pull_pass(struct kevd *evd, u32 *moved)
 	kevd_assert_owner(evd);
 	kevd_pull_unmark(evd);
 	if (unlikely(READ_ONCE(evd->ring.nfenced)))
-		*moved += kevd_pull_drain(evd, budget, true);
+		*moved += kevd_pull_drain(evd, NULL, budget, true);
 	for (;;) {
 		while (*moved < budget) {
 			want = min_t(u32, budget - *moved, KEVD_BATCH);
-			n = kevd_pull_drain(evd, want, false);
+			n = kevd_pull_drain(evd, to, want, false);
 			*moved += n;
-			if (n < want)	/* empty, a full ring or a parked one */
+			/* empty, a full ring or caller, or a parked one */
+			if (n < want)
 				break;
 		}
 		if (*moved && !rearms && kevd_pull_unarmed_ok(evd, false))
@@ -191,21 +260,7 @@ static bool kevd_pull_missed(struct kevd *evd, int *passes)
 	return test_and_clear_bit(KEVD_POLL_MISSED, &evd->poll_state);
 }
 
-/**
- * kevd_pull() - take completions from the CQ in the caller's context.
- * @evd: the EVD.
- *
- * Does nothing for an EVD without a CQ, with upcalls enabled, owned by a
- * poller (which will fill the ring and wake the caller) or outside
- * process context (where, after an unarmed let-go, it schedules a pass).
- * Else it drains the CQ into the ring, in CQ order, with the ring's
- * backpressure, again if a notification came meanwhile, and
- * arms it before letting go unless it found work (kevd_pull_unarmed_ok()).
- *
- * Context: process context; does not sleep.
- * Return: true if it made a pass (the ring may hold more now).
- */
-bool kevd_pull(struct kevd *evd)
+static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to)
 {
 	int passes = 0;
 	u32 moved = 0;
@@ -223,7 +278,7 @@ bool kevd_pull(struct kevd *evd)
 		return false;
 	do {
 		clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
-		again = kevd_pull_pass(evd, &moved);
+		again = kevd_pull_pass(evd, to, &moved);
 	} while (!again && kevd_pull_missed(evd, &passes));
 	kevd_dim_sample(evd, moved);
 	/*
@@ -239,6 +294,53 @@ bool kevd_pull(struct kevd *evd)
 	trace_kevd_pull(evd, moved, again);
 	kevd_poll_release(evd, again);
 	return true;
+}
+
+/**
+ * kevd_pull() - take completions from the CQ in the caller's context.
+ * @evd: the EVD.
+ *
+ * Does nothing for an EVD without a CQ, with upcalls enabled, owned by a
+ * poller (which will fill the ring and wake the caller) or outside
+ * process context (where, after an unarmed let-go, it schedules a pass).
+ * Else it drains the CQ into the ring, in CQ order, with the ring's
+ * backpressure, again if a notification came meanwhile, and
+ * arms it before letting go unless it found work (kevd_pull_unarmed_ok()).
+ *
+ * Context: process context; does not sleep.
+ * Return: true if it made a pass (the ring may hold more now).
+ */
+bool kevd_pull(struct kevd *evd)
+{
+	return __kevd_pull(evd, NULL);
+}
+
+/**
+ * kevd_pull_into() - kevd_pull(), straight into the caller's buffer first.
+ * @evd: the EVD.
+ * @evs: room for @room events, which a take found missing from the ring.
+ * @room: at least 1.
+ * @got: the number of events it wrote at @evs.
+ *
+ * While the ring is empty (and nothing fenced or held back is older),
+ * the pull converts completions straight into @evs, as the upcalls'
+ * direct delivery does: no slot, no ring lock, no second copy. Once @evs
+ * is full it stops (what is left in the CQ is the caller's next call's);
+ * once the ring holds events (a completion the arm check found, an
+ * event posted meanwhile) it drains into the ring, as kevd_pull() does,
+ * and the caller takes those after the ones at @evs, which are older.
+ *
+ * Context: process context; does not sleep.
+ * Return: true if it made a pass (the ring may hold more now).
+ */
+bool kevd_pull_into(struct kevd *evd, struct kevd_event *evs, u32 room,
+		    u32 *got)
+{
+	struct kevd_pull_to to = { .evs = evs, .room = room };
+	bool pulled = __kevd_pull(evd, &to);
+
+	*got = to.got;
+	return pulled;
 }
 
 /**

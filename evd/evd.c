@@ -417,16 +417,36 @@ static u32 kevd_take(struct kevd *evd, struct kevd_event *evs, u32 max)
 }
 
 /*
+ * A take that finds the ring short by at least this many, or by any
+ * number once it has events, pulls straight into the caller's buffer
+ * (kevd_pull_into()); for less (a one-event dequeue on an empty ring) a
+ * poll of the few it needs would cost more than the ring's copy, so the
+ * pull fills the ring for the calls that follow.
+ */
+#define KEVD_PULL_INTO_MIN	16
+
+/*
  * Take what the ring holds; if that is not @max, pull completions from
- * the CQ in the caller's context (dto/pull.c) and take again: the ring's
- * events are older, so the order holds.
+ * the CQ in the caller's context (dto/pull.c), straight into @evs or into
+ * the ring, and take again: the ring's events are older than the pull's,
+ * and those the pull wrote at @evs older than what it left in the ring,
+ * so the order holds.
  */
 static u32 kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
 			     u32 max)
 {
-	u32 got = kevd_take(evd, evs, max);
+	u32 got = kevd_take(evd, evs, max), direct;
 
-	if (got < max && kevd_pull(evd))
+	if (got == max)
+		return got;
+	if (got || max - got >= KEVD_PULL_INTO_MIN) {
+		if (!kevd_pull_into(evd, evs + got, max - got, &direct))
+			return got;
+		got += direct;
+	} else if (!kevd_pull(evd)) {
+		return got;
+	}
+	if (got < max)
 		got += kevd_take(evd, evs + got, max - got);
 	return got;
 }
@@ -464,7 +484,9 @@ EXPORT_SYMBOL_GPL(kevd_dequeue);
  * What @n calls of kevd_dequeue() would return, with one lock round-trip
  * (an extension beyond DAT, as ib_poll_cq() takes many completions at
  * once): the same order, the same rule for events a stopped batch gives
- * back, the same pull from the CQ when the ring holds fewer than @n.
+ * back, the same pull from the CQ when the ring holds fewer than @n;
+ * that pull converts completions straight into @evs while nothing older
+ * is queued (Documentation/kevd/design.rst, the pull path).
  *
  * Context: any.
  * Return: the number of events taken, 1 .. @n; -EAGAIN when the EVD is
@@ -780,11 +802,15 @@ static bool kevd_wait_fast_ok(struct kevd *evd, u32 threshold)
 /*
  * The threshold met, with a pull from the CQ first if the ring falls
  * short (as a dequeue does): take up to @n without registering. Returns
- * what it took, 0 if the wait must register and may sleep.
+ * what it took, 0 if the wait must register and may sleep. A threshold
+ * of one is met by any event: the wait takes as a dequeue does, straight
+ * from the CQ into @evs if the ring is short.
  */
 static u32 kevd_wait_fast(struct kevd *evd, u32 threshold,
 			  struct kevd_event *evs, u32 n)
 {
+	if (threshold == 1)
+		return kevd_take_or_pull(evd, evs, n);
 	if (kevd_ring_count(&evd->ring) < threshold)
 		kevd_pull(evd);
 	if (kevd_ring_count(&evd->ring) < threshold)

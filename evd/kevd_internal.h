@@ -691,6 +691,8 @@ bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs);
 
 /* dto/pull.c */
 bool kevd_pull(struct kevd *evd);
+bool kevd_pull_into(struct kevd *evd, struct kevd_event *evs, u32 room,
+		    u32 *got);
 bool kevd_pull_unarmed_ok(struct kevd *evd, bool self_ok);
 void kevd_pull_unmark(struct kevd *evd);
 bool kevd_pull_pending(struct kevd *evd);

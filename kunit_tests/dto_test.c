@@ -1285,6 +1285,205 @@ static void kevd_dto_dequeue_pulls(struct kunit *test)
 	dto_env_free(test, e);
 }
 
+/*
+ * An EVD with DTO and software streams, upcalls disabled (@up ready for
+ * later), on the poller of CPU 0, its CQ's notifications held back
+ * (moderation) so that only the test's calls move completions.
+ */
+static struct kevd *pull_into_evd(struct kunit *test, struct fake_hca *hca,
+				  struct kevd_upcall *up)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	attr.qlen = 256;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	if (up)
+		attr.upcall = *up;
+	attr.cpu = 0;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(kevd_cq(evd), U16_MAX, 0),
+			0);
+	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
+	return evd;
+}
+
+/* @n completions at @evs, cookies from *@next on. */
+static void pull_into_expect(struct kunit *test, struct kevd *evd,
+			     const struct kevd_event *evs, int n, u64 *next)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		KUNIT_EXPECT_EQ(test, evs[i].event_number,
+				(u32)KEVD_DTO_COMPLETION_EVENT);
+		KUNIT_EXPECT_EQ(test, evs[i].dto.cookie, (*next)++);
+		KUNIT_EXPECT_PTR_EQ(test, evs[i].evd, evd);
+	}
+}
+
+/*
+ * A batch call that finds the ring short takes the CQ's completions
+ * straight into its buffer (kevd_pull_into()): none passes through the
+ * ring, the ring's older events come first, and the counters see each
+ * once. A one-event dequeue on an empty ring still fills the ring for the
+ * calls after it.
+ */
+static void kevd_dto_pull_into(struct kunit *test)
+{
+	struct kevd_event *evs;
+	struct fake_hca *hca;
+	struct kevd_param p;
+	struct kevd *evd;
+	u64 next = 0;
+	u32 nmore;
+
+	evs = kunit_kcalloc(test, 64, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, evs);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	evd = pull_into_evd(test, hca, NULL);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)1UL), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)2UL), 0);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), 150), 150);
+
+	/* the ring's two, then 62 straight from the CQ */
+	KUNIT_ASSERT_EQ(test, kevd_dequeue_batch(evd, evs, 64), 64);
+	KUNIT_EXPECT_EQ(test, evs[0].event_number, (u32)KEVD_SOFTWARE_EVENT);
+	KUNIT_EXPECT_PTR_EQ(test, evs[0].software.pointer, (void *)1UL);
+	KUNIT_EXPECT_PTR_EQ(test, evs[1].software.pointer, (void *)2UL);
+	pull_into_expect(test, evd, evs + 2, 62, &next);
+	/* a wait for any number: 64 more, as a dequeue takes them */
+	KUNIT_ASSERT_EQ(test, kevd_wait_batch(evd, 0, 1, evs, 64, &nmore), 64);
+	pull_into_expect(test, evd, evs, 64, &next);
+	KUNIT_EXPECT_EQ(test, evd->ring.pstats.posted[KEVD_STREAM_DTO], 0ULL);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(evd->postats.direct), 126ULL);
+
+	/* one event: the pull drains the other 23 into the ring */
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, evs), 0);
+	pull_into_expect(test, evd, evs, 1, &next);
+	KUNIT_EXPECT_EQ(test, kevd_ring_count(&evd->ring), 23U);
+	KUNIT_EXPECT_EQ(test, evd->ring.pstats.posted[KEVD_STREAM_DTO], 24ULL);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue_batch(evd, evs, 64), 23);
+	pull_into_expect(test, evd, evs, 23, &next);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs, 64), -EAGAIN);
+
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], 150ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], 150ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_SOFTWARE], 2ULL);
+	KUNIT_EXPECT_EQ(test, p.count, 0U);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+struct held_up {
+	struct completion entered;
+	struct completion release;
+	atomic_t calls;
+};
+
+/* Blocks on software event 0, the first of the first MANY batch. */
+static void held_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct held_up *h = ctx;
+
+	atomic_inc(&h->calls);
+	if (ev && ev->software.pointer)
+		return;
+	complete(&h->entered);
+	wait_for_completion(&h->release);
+}
+
+/* Until only the blocked batch runs and no poller owns @evd. */
+static bool held_settled(struct kevd *evd)
+{
+	unsigned long end = jiffies + KEVD_TEST_WAIT;
+
+	while (atomic_read(&evd->upcalls_running) != 1 ||
+	       (READ_ONCE(evd->poll_state) & BIT(KEVD_POLL_SCHED))) {
+		if (time_after(jiffies, end))
+			return false;
+		schedule_timeout_uninterruptible(1);
+	}
+	return true;
+}
+
+/*
+ * Events a stopped MANY batch gives back are older than the CQ's
+ * completions. Upcalls are disabled while the first batch's upcall
+ * blocks (the second batch, on the next poller, has ended and let go, so
+ * a pull may own the EVD): a batch call then takes nothing, not even
+ * straight from the CQ, and once the batch gave its events back they
+ * come first, then the completions in order.
+ */
+static void kevd_dto_pull_into_held(struct kunit *test)
+{
+	struct held_up *h = kunit_kzalloc(test, sizeof(*h), GFP_KERNEL);
+	struct kevd_upcall up = { held_upcall, h };
+	unsigned long end;
+	struct kevd_event *evs;
+	struct fake_hca *hca;
+	struct kevd *evd;
+	u32 nmore, got = 0;
+	u64 next = 0;
+	int i, n;
+
+	if (kevd_nr_pollers() < 2)
+		kunit_skip(test, "one poller: a MANY batch is not handed on");
+	evs = kunit_kcalloc(test, 64, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, h && evs);
+	init_completion(&h->entered);
+	init_completion(&h->release);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	evd = pull_into_evd(test, hca, &up);
+	for (i = 0; i < 2 * KEVD_MANY_BATCH; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)(uintptr_t)i), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_MANY, NULL,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+	if (!wait_for_completion_timeout(&h->entered, KEVD_TEST_WAIT) ||
+	    !held_settled(evd)) {
+		complete(&h->release);
+		KUNIT_FAIL(test, "the first batch did not block alone");
+		goto out;
+	}
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_DISABLE,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), 8), 8);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs, 64), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, 1, evs, 64, &nmore),
+			-ETIMEDOUT);
+	complete(&h->release);
+
+	/* its 15 events back, then the 8 completions */
+	end = jiffies + KEVD_TEST_WAIT;
+	while (got < KEVD_MANY_BATCH - 1 + 8 && time_before(jiffies, end)) {
+		n = kevd_dequeue_batch(evd, evs, 64);
+		if (n == -EAGAIN) {	/* the batch is still giving back */
+			cond_resched();
+			continue;
+		}
+		KUNIT_ASSERT_GT(test, n, 0);
+		for (i = 0; i < n && got < KEVD_MANY_BATCH - 1; i++, got++)
+			KUNIT_EXPECT_PTR_EQ(test, evs[i].software.pointer,
+					    (void *)(uintptr_t)(got + 1));
+		pull_into_expect(test, evd, evs + i, n - i, &next);
+		got += n - i;
+	}
+	KUNIT_EXPECT_EQ(test, got, KEVD_MANY_BATCH - 1 + 8U);
+	KUNIT_EXPECT_EQ(test, atomic_read(&h->calls), KEVD_MANY_BATCH + 1);
+out:
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- the tracepoints --------------------------------------------------- */
 
 #define TRACE_DIR	"/sys/kernel/tracing"
@@ -1450,6 +1649,8 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_backpressure),
 	KUNIT_CASE_PARAM(kevd_dto_wait_pulls, dto_mode_gen_params),
 	KUNIT_CASE(kevd_dto_dequeue_pulls),
+	KUNIT_CASE(kevd_dto_pull_into),
+	KUNIT_CASE(kevd_dto_pull_into_held),
 	KUNIT_CASE(kevd_dto_tracepoints),
 	KUNIT_CASE(kevd_dto_arm_fails),
 	KUNIT_CASE(kevd_dto_cq_overrun),
