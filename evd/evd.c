@@ -416,6 +416,12 @@ static u32 kevd_take(struct kevd *evd, struct kevd_event *evs, u32 max)
 	return n;
 }
 
+/* kevd_take(), without the lock round trip when nothing is queued. */
+static u32 kevd_take_queued(struct kevd *evd, struct kevd_event *evs, u32 max)
+{
+	return kevd_ring_count(&evd->ring) ? kevd_take(evd, evs, max) : 0;
+}
+
 /*
  * A take that finds the ring short by at least this many, or by any
  * number once it has events, pulls straight into the caller's buffer
@@ -435,7 +441,7 @@ static u32 kevd_take(struct kevd *evd, struct kevd_event *evs, u32 max)
 static u32 kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
 			     u32 max)
 {
-	u32 got = kevd_take(evd, evs, max), direct;
+	u32 got = kevd_take_queued(evd, evs, max), direct;
 
 	if (got == max)
 		return got;
@@ -447,7 +453,7 @@ static u32 kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
 		return got;
 	}
 	if (got < max)
-		got += kevd_take(evd, evs + got, max - got);
+		got += kevd_take_queued(evd, evs + got, max - got);
 	return got;
 }
 
