@@ -56,19 +56,16 @@ static bool kevd_event_number_valid(u32 num)
 }
 
 /*
- * Slots were freed: restart a CQ drain that stopped at a full ring. A
- * dequeue or wait (@taker) in process context with upcalls disabled pulls
- * the rest itself, when its ring falls short (dto/pull.c): it leaves the
- * CQ as a pull's unarmed let-go does, mark first, and schedules a pass
- * only if a thread waits. Anything else (a resize, a dequeue outside
- * process context) schedules one.
+ * Slots were freed after a CQ drain stopped at a full ring (the caller
+ * cleared cq_stalled): restart it. A dequeue or wait (@taker) in process
+ * context with upcalls disabled pulls the rest itself, when its ring
+ * falls short (dto/pull.c): it leaves the CQ as a pull's unarmed let-go
+ * does, mark first, and schedules a pass only if a thread waits.
+ * Anything else (a resize, a dequeue outside process context) schedules
+ * one.
  */
 static void kevd_consumer_done(struct kevd *evd, bool taker)
 {
-	smp_mb();	/* pairs with kevd_cq_reserve(): stalled flag, then cons */
-	if (!READ_ONCE(evd->cq_stalled))
-		return;
-	WRITE_ONCE(evd->cq_stalled, false);
 	if (taker && in_task() && evd->cq && kevd_pull_unarmed_ok(evd, true))
 		return;
 	kevd_schedule(evd);
@@ -404,14 +401,20 @@ void kevd_cm_unhold(struct kevd *evd)
  */
 static u32 kevd_take(struct kevd *evd, struct kevd_event *evs, u32 max)
 {
+	bool stalled = false;
 	unsigned long flags;
 	u32 n = 0;
 
 	spin_lock_irqsave(&evd->ring.cons_lock, flags);
 	if (!kevd_batches_held(evd))
 		n = __kevd_ring_pop(&evd->ring, evs, max);
+	/* a drain flags a full ring under this lock (kevd_cq_reserve()) */
+	if (n && unlikely(READ_ONCE(evd->cq_stalled))) {
+		WRITE_ONCE(evd->cq_stalled, false);
+		stalled = true;
+	}
 	spin_unlock_irqrestore(&evd->ring.cons_lock, flags);
-	if (n)
+	if (stalled)
 		kevd_consumer_done(evd, true);
 	return n;
 }
@@ -715,8 +718,15 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 	spin_unlock_irqrestore(&evd->lock, flags);
 	mutex_unlock(&evd->resize_mutex);
 	trace_kevd_resize(evd, qlen, ret);
-	if (!ret)
+	/*
+	 * A stall flagged before the resize's hold of ring.cons_lock is seen
+	 * here; one flagged after it found the new slots full too, and waits
+	 * for a take.
+	 */
+	if (!ret && READ_ONCE(evd->cq_stalled)) {
+		WRITE_ONCE(evd->cq_stalled, false);
 		kevd_consumer_done(evd, false);
+	}
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kevd_resize);

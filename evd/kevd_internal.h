@@ -235,7 +235,10 @@ struct kevd_direct {
  * @home: the poller that serves the EVD by default.
  * @busy_owner: the consumer thread that owns the EVD for a pull
  *	(kevd_poll_try_own()), or NULL.
- * @cq_stalled: the last CQ drain stopped at a full ring.
+ * @cq_stalled: the last CQ drain stopped at a full ring. Set by the
+ *	owner under ring.cons_lock (kevd_ring_reserve_flag()); cleared by the
+ *	take that frees slots, under that lock too (kevd_take()), by a
+ *	resize, or by the owner once it takes completions again.
  * @pull_unarmed: a pull that found work let go with the CQ unarmed, its
  *	consumer being on its way back (dto/pull.c); set by the owner, or
  *	by a consumer's dequeue that ended a stall (kevd_consumer_done()),
@@ -374,6 +377,7 @@ static inline u32 kevd_ring_count(const struct kevd_ring *ring)
 
 size_t kevd_ring_bytes(const struct kevd_ring *ring);
 u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want);
+u32 kevd_ring_reserve_flag(struct kevd_ring *ring, u32 want, bool *full);
 void __kevd_ring_commit(struct kevd_ring *ring, u32 n, u32 reserved);
 int kevd_ring_post(struct kevd_ring *ring, const struct kevd_event *ev,
 		   enum kevd_stream stream, bool headroom);
@@ -389,6 +393,7 @@ int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
 int kevd_ring_resize(struct kevd_ring *ring, u32 qlen);
 int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev);
 u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued);
+u32 kevd_ring_unfence_flag(struct kevd_ring *ring, u32 *queued, bool *full);
 u32 kevd_ring_drop_fenced(struct kevd_ring *ring);
 
 /**

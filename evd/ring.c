@@ -11,9 +11,11 @@
  *     serialise on ring->prod_lock, consumers (dequeue, wait, upcall
  *     batches) on ring->cons_lock, both irqsave: a producer may run in
  *     hard-IRQ context. Resize takes cons_lock, then prod_lock, and alone
- *     replaces the slot array. Functions named __kevd_ring_*() expect
- *     the caller to hold the lock their kernel-doc names (as ptr_ring's
- *     __ptr_ring_*()); the others take it.
+ *     replaces the slot array. A CQ drain that found the ring full takes
+ *     them in the same order to flag the stall where consumers look once
+ *     they freed slots (kevd_ring_reserve_flag()). Functions named
+ *     __kevd_ring_*() expect the caller to hold the lock their kernel-doc
+ *     names (as ptr_ring's __ptr_ring_*()); the others take it.
  *   - Consumers take events at ring->head. ring->cons, which producers
  *     read, follows it, except while the owner of a SINGLE_INSTANCE EVD
  *     delivers a batch in place (kevd_ring_claim()): then [cons, head) are
@@ -170,6 +172,33 @@ u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want)
 	n = min(want, __kevd_ring_free(ring, false));
 	ring->resv += n;
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
+	return n;
+}
+
+/**
+ * kevd_ring_reserve_flag() - kevd_ring_reserve() under the consumers' lock.
+ * @ring: the ring.
+ * @want: slots wanted.
+ * @full: the caller's flag: set if no slot was free, else cleared.
+ *
+ * For a CQ drain whose kevd_ring_reserve() found the ring full. Under
+ * cons_lock no consumer frees slots between this look and the flag, and
+ * a consumer reads the flag under that lock after it freed slots
+ * (kevd_take()): either this finds the slots the consumer freed, or the
+ * consumer finds the flag. Neither side needs a full barrier.
+ *
+ * Context: any; takes ring->cons_lock, then ring->prod_lock (as resize).
+ * Return: slots reserved, 0 .. @want.
+ */
+u32 kevd_ring_reserve_flag(struct kevd_ring *ring, u32 want, bool *full)
+{
+	unsigned long flags;
+	u32 n;
+
+	spin_lock_irqsave(&ring->cons_lock, flags);
+	n = kevd_ring_reserve(ring, want);
+	WRITE_ONCE(*full, !n);
+	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	return n;
 }
 
@@ -627,6 +656,28 @@ u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued)
 	left = ring->nfenced;
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
 	kevd_fenced_free(&done);
+	return left;
+}
+
+/**
+ * kevd_ring_unfence_flag() - kevd_ring_unfence() under the consumers' lock.
+ * @ring: the ring.
+ * @queued: set to the number of events queued.
+ * @full: the caller's flag: set if events were left for want of room,
+ *	else cleared (as kevd_ring_reserve_flag()).
+ *
+ * Context: any; takes ring->cons_lock, then ring->prod_lock.
+ * Return: the number of fenced events left for want of room.
+ */
+u32 kevd_ring_unfence_flag(struct kevd_ring *ring, u32 *queued, bool *full)
+{
+	unsigned long flags;
+	u32 left;
+
+	spin_lock_irqsave(&ring->cons_lock, flags);
+	left = kevd_ring_unfence(ring, queued);
+	WRITE_ONCE(*full, left != 0);
+	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	return left;
 }
 
