@@ -893,6 +893,8 @@ static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
  * from the CQ (as a dequeue pulls), takes the events without registering
  * as the waiter: like a dequeue, it must not race
  * the consumer's own kevd_free() (which refuses only a registered one).
+ * With @threshold 1 that take is kevd_dequeue_batch()'s: what the ring
+ * holds, topped up from the CQ up to @n.
  *
  * Context: process context; sleeps.
  * Return: the number of events taken, 1 .. @n; -ETIMEDOUT, -ERESTARTSYS

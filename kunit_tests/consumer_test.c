@@ -2014,6 +2014,58 @@ static void kevd_consumer_pull_budget_no_poller(struct kunit *test)
 	pull_no_poller(test, 256, 200);
 }
 
+/*
+ * A batch wait for any number of events (threshold 1) that finds a few
+ * queued tops them up from the CQ, as a batch dequeue does: one call
+ * returns the ring's two software events, then 62 completions in CQ
+ * order, the next one 64 more. (Before, such a wait returned what the
+ * ring held, two events, and left the CQ to later calls.) Notifications
+ * are held back, so only the calls move completions.
+ */
+static void kevd_consumer_wait_batch_tops_up(struct kunit *test)
+{
+	struct kevd_event *evs;
+	struct kevd_attr attr;
+	struct fake_hca *hca;
+	struct kevd *evd;
+	u64 next = 0;
+	u32 nmore;
+	int i;
+
+	evs = kunit_kcalloc(test, 64, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, evs);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 256;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	pull_mute(test, kevd_cq(evd), true);
+	KUNIT_ASSERT_TRUE(test, pull_idle(evd));
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)1UL), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)2UL), 0);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), 128), 128);
+
+	KUNIT_ASSERT_EQ(test, kevd_wait_batch(evd, 0, 1, evs, 64, &nmore), 64);
+	KUNIT_EXPECT_EQ(test, evs[0].event_number, (u32)KEVD_SOFTWARE_EVENT);
+	KUNIT_EXPECT_PTR_EQ(test, evs[0].software.pointer, (void *)1UL);
+	KUNIT_EXPECT_PTR_EQ(test, evs[1].software.pointer, (void *)2UL);
+	for (i = 2; i < 64; i++)
+		KUNIT_EXPECT_EQ(test, evs[i].dto.cookie, next++);
+	KUNIT_ASSERT_EQ(test, kevd_wait_batch(evd, 0, 1, evs, 64, &nmore), 64);
+	for (i = 0; i < 64; i++)
+		KUNIT_EXPECT_EQ(test, evs[i].dto.cookie, next++);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue_batch(evd, evs, 64), 2);
+	for (i = 0; i < 2; i++)
+		KUNIT_EXPECT_EQ(test, evs[i].dto.cookie, next++);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs, 64), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* A completion, once, from inside the puller's poll (fake_cq_set_poll_hook()). */
 static void pull_hook_fn(struct ib_cq *cq, void *ctx)
 {
@@ -3207,6 +3259,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_pull_unarmed_covered),
 	KUNIT_CASE(kevd_consumer_pull_stall_no_poller),
 	KUNIT_CASE(kevd_consumer_pull_budget_no_poller),
+	KUNIT_CASE(kevd_consumer_wait_batch_tops_up),
 	KUNIT_CASE(kevd_consumer_raw_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_moderated_cq, mod_mode_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_dim_moderates),
