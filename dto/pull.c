@@ -35,7 +35,9 @@
  *     kevd_query() (which pulls, so that its count has them),
  *     kevd_modify_upcall() (upcalls need a poller) and a dequeue outside
  *     process context. A dequeue that ends a stall (evd/evd.c,
- *     kevd_consumer_done()) leaves the CQ the same way.
+ *     kevd_consumer_done()) leaves the CQ the same way, and so does the
+ *     waiter's own pull once the ring holds its threshold: it returns
+ *     with the events (kevd_pull_waiter_returns()).
  *
  * The pull uses a per-CPU buffer for the work completions, under a local
  * lock for one drain at a time (it never sleeps).
@@ -192,6 +194,18 @@ bool kevd_pull_unarmed_ok(struct kevd *evd, bool self_ok)
 	return false;
 }
 
+/*
+ * Is the caller the registered waiter, and does the ring now hold what it
+ * waits for? Then it returns with the events and comes back, as a
+ * dequeue does, and its pull that found them may let go unarmed (with
+ * fewer it sleeps on the CQ, which must be armed).
+ */
+static bool kevd_pull_waiter_returns(struct kevd *evd)
+{
+	return READ_ONCE(evd->waiter) == current &&
+	       kevd_ring_count(&evd->ring) >= evd->wait_threshold;
+}
+
 /* A pass (a pull's or a poller's) decides anew whether the CQ stays unarmed. */
 void kevd_pull_unmark(struct kevd *evd)
 {
@@ -228,7 +242,8 @@ static bool kevd_pull_pass(struct kevd *evd, struct kevd_pull_to *to,
 			if (n < want)
 				break;
 		}
-		if (*moved && !rearms && kevd_pull_unarmed_ok(evd, false))
+		if (*moved && !rearms &&
+		    kevd_pull_unarmed_ok(evd, kevd_pull_waiter_returns(evd)))
 			return false;
 		if (*moved >= budget)
 			return true;

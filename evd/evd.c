@@ -939,13 +939,16 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 	for (;;) {
 		if (!kevd_wait_ready(evd, threshold)) {
 			/* upcalls are disabled: the waiter pulls (dto/pull.c) */
-			if (kevd_pull(evd)) {
-				if (kevd_wait_ready(evd, threshold))
-					continue;
-			} else if (READ_ONCE(evd->pull_unarmed)) {
-				/* another thread's pull let go unarmed */
+			if (kevd_pull(evd) && kevd_wait_ready(evd, threshold))
+				continue;
+			/*
+			 * A pull let go unarmed: another thread's, or this
+			 * one's, which met the threshold before another
+			 * consumer took the events. A pass arms the CQ
+			 * before this sleeps on it.
+			 */
+			if (READ_ONCE(evd->pull_unarmed))
 				kevd_schedule(evd);
-			}
 			if (!left) {
 				ret = -ETIMEDOUT;
 				break;

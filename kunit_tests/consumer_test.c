@@ -2066,6 +2066,65 @@ static void kevd_consumer_wait_batch_tops_up(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * A waiter that a completion wakes pulls it and returns without arming
+ * the CQ: it comes back, as a dequeue does, and its call that finds the
+ * CQ empty arms it. One arm (a doorbell, on a real HCA) per wake-up
+ * saved; before, the waiter's pull armed, and its next call armed again.
+ */
+static void kevd_consumer_wait_wake_no_arm(struct kunit *test)
+{
+	struct waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct task_struct *t;
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	unsigned long end;
+	struct ib_cq *cq;
+	bool asleep;
+	u64 arms;
+
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	init_completion(&w->done);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	w->evd = mod_evd(test, hca);
+	w->threshold = 1;
+	cq = kevd_cq(w->evd);
+	t = kthread_create(waiter_fn, w, "kevd_cons_waiter");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	get_task_struct(t);	/* its state is read below */
+	wake_up_process(t);
+	/* registered, past its pulls, asleep on the armed CQ */
+	end = jiffies + CONS_WAIT;
+	do {
+		asleep = (cons_state(w->evd) & KEVD_STATE_WAITED) &&
+			 (READ_ONCE(t->__state) & TASK_INTERRUPTIBLE) &&
+			 fake_cq_armed(cq);
+		if (!asleep)
+			schedule_timeout_uninterruptible(1);
+	} while (!asleep && time_before(jiffies, end));
+	KUNIT_EXPECT_TRUE(test, asleep);
+	arms = pull_arms(cq);
+
+	KUNIT_EXPECT_EQ(test, fake_cq_add_seq(cq), 0);
+	if (!wait_for_completion_timeout(&w->done, CONS_WAIT)) {
+		KUNIT_FAIL(test, "the completion did not wake the waiter");
+		kevd_set_unwaitable(w->evd, true);
+		wait_for_completion(&w->done);
+	}
+	put_task_struct(t);
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	KUNIT_EXPECT_EQ(test, w->ev.dto.cookie, 0ULL);
+	KUNIT_EXPECT_EQ(test, pull_arms(cq), arms);
+	KUNIT_EXPECT_FALSE(test, fake_cq_armed(cq));
+	/* its next call finds the CQ empty and arms it */
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, pull_arms(cq), arms + 1);
+	KUNIT_EXPECT_TRUE(test, fake_cq_armed(cq));
+	KUNIT_EXPECT_EQ(test, kevd_free(w->evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* A completion, once, from inside the puller's poll (fake_cq_set_poll_hook()). */
 static void pull_hook_fn(struct ib_cq *cq, void *ctx)
 {
@@ -3260,6 +3319,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_pull_stall_no_poller),
 	KUNIT_CASE(kevd_consumer_pull_budget_no_poller),
 	KUNIT_CASE(kevd_consumer_wait_batch_tops_up),
+	KUNIT_CASE(kevd_consumer_wait_wake_no_arm),
 	KUNIT_CASE(kevd_consumer_raw_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_moderated_cq, mod_mode_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_dim_moderates),

@@ -7,7 +7,8 @@
 # removed on a strict HCA, the one a leaving waiter would cause if it
 # did not hand its pending notification to a poller, and the one a busy
 # puller's unarmed let-go would cause without its handshake with a waiter
-# that registers meanwhile.
+# that registers meanwhile, and the one a waiter's own unarmed let-go
+# would cause if it then slept.
 #   check.sh WORKDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -54,4 +55,5 @@ verify pull-noleave violated -DCHECK -DPULL -DNOLEAVE
 verify busy-strict holds -DCHECK -DPULL -DBUSY
 verify busy-lenient holds -DCHECK -DLENIENT -DPULL -DBUSY
 verify busy-nohandshake violated -DCHECK -DPULL -DBUSY -DNOHANDSHAKE
+verify busy-selfsleep violated -DCHECK -DPULL -DBUSY -DSELFSLEEP
 exit $fail

@@ -28,6 +28,11 @@
  *              up it schedules the EVD. It never leaves: the property is
  *              that it never sleeps while completions sit in the CQ.
  *   -DNOHANDSHAKE  ...without the mark and the waiter check: must fail.
+ *              The waiter's own pull that finds work lets go unarmed
+ *              too, and it returns with the events and waits again (a
+ *              pull that meets its threshold)...
+ *   -DSELFSLEEP  ...if it slept instead (a threshold the pull did not
+ *              meet), with the CQ unarmed: must fail.
  *
  * Property (no lost wake-up): whenever the whole system is quiescent
  * (nothing can move: spin's timeout), the CQ is empty and every
@@ -161,22 +166,49 @@ end:	do
 active proctype waiter()
 {
 	bit again;
-
 #ifdef BUSY
+	bit found;
+
 	waiting = 1;	/* kevd_wait_begin(), then smp_mb() */
 end_busy:
 	do
 	:: atomic { !sched -> sched = 1; pending = 0; mark = 0 }
-		pass(again);	/* a waiter is registered: it arms */
+		/*
+		 * Its pull drains; if that met its threshold it lets go
+		 * unarmed (kevd_pull_waiter_returns(): mark up, no arm) and
+		 * returns with the events, else it arms as a pass does.
+		 */
+		atomic { found = cq > 0; ring = ring + cq; cq = 0 }
+		if
+		:: found -> mark = 1
+		:: else -> pass(again)
+		fi;
 		atomic {
 			if
 			:: missed -> missed = 0; runq!1
 			:: else -> sched = 0
 			fi
 		}
-		atomic { asleep = 1 };
+#ifndef SELFSLEEP
+		if
+		:: found ->
+			/* kevd_wait_end(), kevd_pull_leave(); it waits again */
+			atomic {
+				waiting = 0;
+				if
+				:: pending && !sched -> schedule()
+				:: else -> skip
+				fi
+			}
+			waiting = 1
+		:: else ->
+#endif
+			atomic { asleep = 1 };
 end_bsleep:
-		atomic { pending && !sched -> asleep = 0 }
+			atomic { pending && !sched -> asleep = 0 }
+#ifndef SELFSLEEP
+		fi
+#endif
 	:: atomic {
 		sched ->	/* kevd_pull() finds it owned */
 #ifndef NOHANDSHAKE
