@@ -1422,8 +1422,8 @@ static void mod_mode_desc(const enum fake_hca_mode *m, char *desc)
 KUNIT_ARRAY_PARAM(mod_mode, mod_modes, mod_mode_desc);
 
 /* A DTO EVD with upcalls disabled on @hca, its CQ @cq_depth deep (0: qlen). */
-static struct kevd *cq_evd(struct kunit *test, struct fake_hca *hca, u32 qlen,
-			   u32 cq_depth)
+static struct kevd *cq_evd_flags(struct kunit *test, struct fake_hca *hca,
+				 u32 qlen, u32 cq_depth, u32 flags)
 {
 	struct kevd_attr attr;
 	struct kevd *evd;
@@ -1431,11 +1431,17 @@ static struct kevd *cq_evd(struct kunit *test, struct fake_hca *hca, u32 qlen,
 	kevd_attr_init(&attr);
 	attr.qlen = qlen;
 	attr.cq_depth = cq_depth;
-	attr.flags = KEVD_DTO_FLAG;
+	attr.flags = flags;
 	attr.upcall_policy = KEVD_UPCALL_DISABLE;
 	evd = kevd_create(fake_hca_ibdev(hca), &attr);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
 	return evd;
+}
+
+static struct kevd *cq_evd(struct kunit *test, struct fake_hca *hca, u32 qlen,
+			   u32 cq_depth)
+{
+	return cq_evd_flags(test, hca, qlen, cq_depth, KEVD_DTO_FLAG);
 }
 
 /* The same, 256 and 256. */
@@ -2025,7 +2031,6 @@ static void kevd_consumer_pull_budget_no_poller(struct kunit *test)
 static void kevd_consumer_wait_batch_tops_up(struct kunit *test)
 {
 	struct kevd_event *evs;
-	struct kevd_attr attr;
 	struct fake_hca *hca;
 	struct kevd *evd;
 	u64 next = 0;
@@ -2036,13 +2041,8 @@ static void kevd_consumer_wait_batch_tops_up(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, evs);
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 256;
-	attr.cq_depth = 256;
-	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = cq_evd_flags(test, hca, 256, 256,
+			   KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG);
 	pull_mute(test, kevd_cq(evd), true);
 	KUNIT_ASSERT_TRUE(test, pull_idle(evd));
 	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)1UL), 0);
