@@ -433,6 +433,55 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
 }
 
 /**
+ * kevd_cq_drain_to() - one batch from the CQ, straight to @evs if it may.
+ * @evd: the EVD; the caller owns it, and its ring was empty.
+ * @wcs: room for @want work completions.
+ * @want: at most this many, at most KEVD_BATCH.
+ * @evs: room for @want events: the caller's (kevd_pull_into()).
+ * @direct: set when the completions went to @evs, not to the ring.
+ *
+ * Slots are reserved first, as for any drain. If the ring is still
+ * empty after the poll, the completions are converted straight into @evs
+ * and the slots given back unused. If an event was queued meanwhile, the
+ * completions go into the ring behind it: it may be the ESTABLISHED that
+ * the CM queued before lifting a gate (kevd_cq_ungate()) that this very
+ * poll then passed, and no completion of an endpoint comes before its
+ * ESTABLISHED.
+ *
+ * Context: the owner (a consumer's pull).
+ * Return: the number of completions moved.
+ */
+u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
+		     struct kevd_event *evs, bool *direct)
+{
+	u32 resv, i;
+	int n;
+
+	kevd_assert_owner(evd);
+	*direct = false;
+	resv = kevd_cq_reserve(evd, want);
+	if (!resv)
+		return 0;
+	n = kevd_cq_poll(evd, resv, wcs);
+	/*
+	 * The poll saw the gate lifted, so it sees the ESTABLISHED queued
+	 * before that (the post's release of ring.prod, then evd->lock).
+	 */
+	smp_rmb();
+	if (n > 0 && !kevd_ring_count(&evd->ring)) {
+		for (i = 0; i < n; i++) {
+			kevd_wc_to_event(&wcs[i], &evs[i]);
+			evs[i].evd = evd;
+		}
+		*direct = true;
+		kevd_cq_commit(evd, wcs, 0, resv);	/* the slots back */
+		return n;
+	}
+	kevd_cq_commit(evd, wcs, max(n, 0), resv);
+	return max(n, 0);
+}
+
+/**
  * kevd_cq_drain() - move completions from the CQ into the event ring.
  * @evd: the EVD; the caller owns it (KEVD_POLL_SCHED).
  * @wcs: room for KEVD_BATCH work completions.

@@ -96,27 +96,23 @@ static u32 kevd_pull_direct_room(struct kevd *evd, struct kevd_pull_to *to)
 
 /*
  * Poll up to @want completions and convert them straight into the
- * caller's buffer: no slot, no ring lock, no copy out. Counted as the
- * upcalls' direct delivery is (posted and delivered at once).
+ * caller's buffer: no copy into a slot and out again, no consumer lock
+ * (kevd_cq_drain_to(), which puts them into the ring instead if an event
+ * was queued meanwhile). Counted as the upcalls' direct delivery is
+ * (posted and delivered at once).
  */
 static u32 kevd_pull_direct(struct kevd *evd, struct kevd_pull_to *to,
 			    u32 want)
 {
-	struct kevd_event *ev = to->evs + to->got;
-	struct ib_wc *wcs;
-	int n, i;
+	bool direct;
+	u32 n;
 
 	local_lock(&kevd_pull_bufs.lock);
-	wcs = this_cpu_ptr(&kevd_pull_bufs)->wcs;
-	n = kevd_cq_poll(evd, want, wcs);
-	for (i = 0; i < n; i++, ev++) {
-		kevd_wc_to_event(&wcs[i], ev);
-		ev->evd = evd;
-	}
+	n = kevd_cq_drain_to(evd, this_cpu_ptr(&kevd_pull_bufs)->wcs, want,
+			     to->evs + to->got, &direct);
 	local_unlock(&kevd_pull_bufs.lock);
-	if (n <= 0)	/* empty, held by a parked completion, or an error */
-		return 0;
-	kevd_cq_unstall(evd);	/* the ring is empty */
+	if (!direct)
+		return n;
 	to->got += n;
 	evd->postats.direct += n;
 	if (to->got > evd->postats.max_direct)
@@ -339,11 +335,15 @@ bool kevd_pull(struct kevd *evd)
  *
  * While the ring is empty (and nothing fenced or held back is older),
  * the pull converts completions straight into @evs, as the upcalls'
- * direct delivery does: no slot, no ring lock, no second copy. Once @evs
- * is full it stops (what is left in the CQ is the caller's next call's);
- * once the ring holds events (a completion the arm check found, an
- * event posted meanwhile) it drains into the ring, as kevd_pull() does,
- * and the caller takes those after the ones at @evs, which are older.
+ * direct delivery does: no second copy, no consumer lock. The slots are
+ * reserved as for any drain and given back unused, so that a batch
+ * polled after an event was queued meanwhile goes into the ring behind
+ * it (kevd_cq_drain_to()). Once @evs is full it stops (what is left in
+ * the CQ is the caller's next call's, unless another thread waits: then
+ * the pull arms, or hands the EVD to a poller); once the ring holds
+ * events (a completion the arm check found, an event posted meanwhile)
+ * it drains into the ring, as kevd_pull() does, and the caller takes
+ * those after the ones at @evs, which are older.
  *
  * Context: process context; does not sleep.
  * Return: true if it made a pass (the ring may hold more now).

@@ -679,6 +679,8 @@ void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate);
 u32 kevd_cq_drop_parked(struct kevd *evd);
 u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget);
+u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
+		     struct kevd_event *evs, bool *direct);
 
 /* dto/wc.c: kevd_wc_to_event(), kevd_wc_status(), kevd_wc_opcode() are public */
 

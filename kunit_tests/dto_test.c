@@ -1381,6 +1381,96 @@ static void kevd_dto_pull_into(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+struct est_hook {
+	struct kevd *evd;
+	struct kevd_gate *gate;
+	struct ib_qp *qp;
+	bool fired;
+};
+
+/*
+ * What the CM does while a pull polls: ESTABLISHED queued, the gate
+ * lifted, and the endpoint's first receive completes, all inside the
+ * pull's poll (fake_cq_set_poll_hook(): at the start of poll_cq, with
+ * the CQ's lock not held).
+ */
+static void est_hook_fn(struct ib_cq *cq, void *ctx)
+{
+	struct kevd_event est = {
+		.event_number = KEVD_CONNECTION_EVENT_ESTABLISHED,
+	};
+	struct ib_wc wc = {
+		.wr_id = 0, .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV,
+		.byte_len = 8,
+	};
+	struct est_hook *h = ctx;
+
+	if (h->fired)
+		return;
+	h->fired = true;
+	est.connection.ep = h->qp;
+	WARN_ON(kevd_post_event(h->evd, &est));
+	kevd_cq_ungate(h->evd, h->gate);
+	wc.qp = h->qp;
+	WARN_ON(fake_cq_add(cq, &wc));
+}
+
+/*
+ * A batch call's pull straight into its buffer found the ring empty; an
+ * endpoint's ESTABLISHED is queued and its gate lifted while the pull
+ * polls, which then returns the endpoint's first completion. That
+ * completion must come after its ESTABLISHED, as everywhere else, not
+ * ahead of it in the caller's buffer.
+ */
+static void kevd_dto_pull_into_established(struct kunit *test)
+{
+	struct est_hook *h = kunit_kzalloc(test, sizeof(*h), GFP_KERNEL);
+	struct ib_qp *qp = kunit_kzalloc(test, sizeof(*qp), GFP_KERNEL);
+	struct kevd_gate gate;
+	struct kevd_event *evs;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd *evd;
+	int n;
+
+	evs = kunit_kcalloc(test, 64, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, h && qp && evs);
+	qp->qp_context = qp;
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.cpu = 0;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(kevd_cq(evd), U16_MAX, 0),
+			0);
+	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
+
+	kevd_cq_gate(evd, &gate, qp);
+	*h = (struct est_hook){ .evd = evd, .gate = &gate, .qp = qp };
+	fake_cq_set_poll_hook(kevd_cq(evd), est_hook_fn, h);
+	n = kevd_dequeue_batch(evd, evs, 64);
+	fake_cq_set_poll_hook(kevd_cq(evd), NULL, NULL);
+	KUNIT_ASSERT_TRUE(test, h->fired);
+	if (n == 1) {	/* ESTABLISHED alone: the completion follows */
+		KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs + 1, 63), 1);
+		n = 2;
+	}
+	KUNIT_ASSERT_EQ(test, n, 2);
+	KUNIT_EXPECT_EQ(test, evs[0].event_number,
+			(u32)KEVD_CONNECTION_EVENT_ESTABLISHED);
+	KUNIT_EXPECT_EQ(test, evs[1].event_number,
+			(u32)KEVD_DTO_COMPLETION_EVENT);
+	KUNIT_EXPECT_PTR_EQ(test, evs[1].dto.ep_context, (void *)qp);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs, 64), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 struct held_up {
 	struct completion entered;
 	struct completion release;
@@ -1651,6 +1741,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_dequeue_pulls),
 	KUNIT_CASE(kevd_dto_pull_into),
 	KUNIT_CASE(kevd_dto_pull_into_held),
+	KUNIT_CASE(kevd_dto_pull_into_established),
 	KUNIT_CASE(kevd_dto_tracepoints),
 	KUNIT_CASE(kevd_dto_arm_fails),
 	KUNIT_CASE(kevd_dto_cq_overrun),
