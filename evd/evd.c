@@ -444,7 +444,8 @@ static u32 kevd_take_queued(struct kevd *evd, struct kevd_event *evs, u32 max)
 static u32 kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
 			     u32 max)
 {
-	u32 got = kevd_take_queued(evd, evs, max), direct;
+	u32 got = kevd_take_queued(evd, evs, max);
+	u32 direct;
 
 	if (got == max)
 		return got;

@@ -14,7 +14,8 @@
  *	the state under it in hard-IRQ context.
  *   ring->cons_lock (spin_lock_irqsave)
  *	the consumer index and counters; serialises dequeue, wait and upcall
- *	batches.
+ *	batches; and evd->cq_stalled, which a drain sets under it
+ *	(kevd_ring_reserve_flag()) and a take reads and clears under it.
  *   ring->prod_lock (spin_lock_irqsave)
  *	the producer index and counters, the slot reservations of CQ drains,
  *	the fenced events.
@@ -24,8 +25,10 @@
  *   kevd_list_lock (a mutex, evd/debugfs.c)
  *	the global list of EVDs; taken alone.
  *
- * Only resize and kevd_ring_push_front() nest the two ring locks (cons_lock,
- * then prod_lock). evd->lock is never taken inside a ring lock.
+ * Only resize, kevd_ring_push_front() and a drain that found the ring full
+ * (kevd_ring_reserve_flag(), kevd_ring_unfence_flag()) nest the two ring
+ * locks (cons_lock, then prod_lock). evd->lock is never taken inside a
+ * ring lock.
  *
  * Wording, everywhere: "Caller holds X" means the function expects X held
  * and says so with lockdep_assert_held(); "takes X" means it acquires X
@@ -147,8 +150,10 @@ struct kevd_claim {
 /*
  * Counters of the owner (a poller, or a consumer's pull; the completion
  * handler's are atomics).
- * direct: DTO events delivered straight from the CQ (kevd_deliver_direct()),
- * counted here as posted and delivered; max_direct: the largest such batch.
+ * direct: DTO events delivered straight from the CQ (kevd_deliver_direct(),
+ * and a batch call's pull, kevd_pull_into()), counted here as posted and
+ * delivered; max_direct: the largest such batch (for a pull, the most one
+ * call took that way).
  */
 struct kevd_poll_stats {
 	u64 upcalls;

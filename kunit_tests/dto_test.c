@@ -1544,7 +1544,8 @@ static void kevd_dto_pull_into_held(struct kunit *test)
 	}
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_DISABLE,
 						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
-	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), 8), 8);
+	/* no assertion until the upcall is released: it would stay blocked */
+	KUNIT_EXPECT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), 8), 8);
 	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs, 64), -EAGAIN);
 	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, 1, evs, 64, &nmore),
 			-ETIMEDOUT);
