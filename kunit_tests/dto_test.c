@@ -1286,20 +1286,21 @@ static void kevd_dto_dequeue_pulls(struct kunit *test)
 }
 
 /*
- * An EVD with DTO and software streams, upcalls disabled (@up ready for
- * later), on the poller of CPU 0, its CQ's notifications held back
- * (moderation) so that only the test's calls move completions.
+ * An EVD of @qlen with the DTO stream and @other_flags, upcalls disabled
+ * (@up ready for later), on the poller of CPU 0, its CQ's notifications
+ * held back (moderation) so that only the test's calls move completions.
  */
 static struct kevd *pull_into_evd(struct kunit *test, struct fake_hca *hca,
+				  u32 qlen, u32 other_flags,
 				  struct kevd_upcall *up)
 {
 	struct kevd_attr attr;
 	struct kevd *evd;
 
 	kevd_attr_init(&attr);
-	attr.qlen = 256;
+	attr.qlen = qlen;
 	attr.cq_depth = 256;
-	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
+	attr.flags = KEVD_DTO_FLAG | other_flags;
 	attr.upcall_policy = KEVD_UPCALL_DISABLE;
 	if (up)
 		attr.upcall = *up;
@@ -1346,7 +1347,7 @@ static void kevd_dto_pull_into(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, evs);
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	evd = pull_into_evd(test, hca, NULL);
+	evd = pull_into_evd(test, hca, 256, KEVD_SOFTWARE_FLAG, NULL);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)1UL), 0);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)2UL), 0);
 	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), 150), 150);
@@ -1429,7 +1430,6 @@ static void kevd_dto_pull_into_established(struct kunit *test)
 	struct kevd_gate gate;
 	struct kevd_event *evs;
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	struct kevd *evd;
 	int n;
 
@@ -1438,17 +1438,7 @@ static void kevd_dto_pull_into_established(struct kunit *test)
 	qp->qp_context = qp;
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 64;
-	attr.cq_depth = 256;
-	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	attr.cpu = 0;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
-	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(kevd_cq(evd), U16_MAX, 0),
-			0);
-	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
+	evd = pull_into_evd(test, hca, 64, KEVD_CONNECTION_FLAG, NULL);
 
 	kevd_cq_gate(evd, &gate, qp);
 	*h = (struct est_hook){ .evd = evd, .gate = &gate, .qp = qp };
@@ -1531,7 +1521,7 @@ static void kevd_dto_pull_into_held(struct kunit *test)
 	init_completion(&h->release);
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	evd = pull_into_evd(test, hca, &up);
+	evd = pull_into_evd(test, hca, 256, KEVD_SOFTWARE_FLAG, &up);
 	for (i = 0; i < 2 * KEVD_MANY_BATCH; i++)
 		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)(uintptr_t)i), 0);
 	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_MANY, NULL,
