@@ -37,7 +37,10 @@
  *     process context. A dequeue that ends a stall (evd/evd.c,
  *     kevd_consumer_done()) leaves the CQ the same way, and so does the
  *     waiter's own pull once the ring holds its threshold: it returns
- *     with the events (kevd_pull_waiter_returns()).
+ *     with the events (kevd_pull_waiter_returns()). So does a poller's
+ *     pass that found work on an EVD a pull has owned before (evd/pass.c,
+ *     kevd_pass_hand_back()): the consumer's next call takes from there,
+ *     rather than wait on its CPU while the poller keeps the EVD.
  *
  * The pull uses a per-CPU buffer for the work completions, under a local
  * lock for one drain at a time (it never sleeps).
@@ -163,15 +166,16 @@ static bool kevd_pull_arm(struct kevd *evd)
  * @self_ok: a waiter that is the caller itself does not count (it
  *	returns with what it took).
  *
- * For a pull that found work (kevd_pull_pass()) and for a dequeue that
- * ended a stall (kevd_consumer_done()). Yes unless a thread is registered
- * in kevd_wait(), which may sleep on the CQ's next notification, or
- * upcalls are enabled, which need a poller. The mark goes up first; the
- * waiter and the policy are read after a full barrier, as
- * kevd_wait_batch() writes the waiter and kevd_modify_upcall() the
- * policy before they read the mark: either they see the mark (and pull
- * or schedule a pass), or this sees them. On no, the mark comes down and
- * the caller arms or schedules.
+ * For a pull that found work (kevd_pull_pass()), for a dequeue that
+ * ended a stall (kevd_consumer_done()) and for a poller's pass that found
+ * work for a consumer that pulls (evd/pass.c, kevd_pass_hand_back()).
+ * Yes unless a thread is registered in kevd_wait(), which may sleep on
+ * the CQ's next notification, or upcalls are enabled, which need a
+ * poller. The mark goes up first; the waiter and the policy are read
+ * after a full barrier, as kevd_wait_batch() writes the waiter and
+ * kevd_modify_upcall() the policy before they read the mark: either they
+ * see the mark (and pull or schedule a pass), or this sees them. On no,
+ * the mark comes down and the caller arms or schedules.
  *
  * Context: process context.
  * Return: true if the CQ may stay unarmed (the mark is up).
@@ -287,6 +291,8 @@ static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to)
 	}
 	if (!kevd_poll_try_own(evd))
 		return false;
+	if (unlikely(!evd->pulled))
+		evd->pulled = true;	/* a poller gives it back (evd/pass.c) */
 	do {
 		clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
 		again = kevd_pull_pass(evd, to, &moved);

@@ -249,6 +249,8 @@ struct kevd_direct {
  *	by a consumer's dequeue that ended a stall (kevd_consumer_done()),
  *	cleared by the owner's next pass; read by anyone who must then make
  *	sure of a pass.
+ * @pulled: a consumer's pull has owned the EVD: a poller's pass that finds
+ *	work gives it back unarmed (evd/pass.c). The owner's; set once.
  * @upcall_slow: an upcall batch took longer than KEVD_SLOW_UPCALL_NS;
  *	its poller passes its other EVDs on before each batch (sticky).
  * @empty_passes: passes without work since the EVD last had some
@@ -314,6 +316,7 @@ struct kevd {
 	struct task_struct *busy_owner;
 	bool cq_stalled;
 	bool pull_unarmed;
+	bool pulled;
 	bool upcall_slow;
 	u8 empty_passes;
 	atomic64_t notifications;

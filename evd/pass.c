@@ -5,7 +5,8 @@
  * budget it moves completions out of the CQ (straight to the upcall, or
  * into the ring), queues fenced connection events once the CQ is empty,
  * and delivers upcalls as the policy says; when the EVD goes idle it arms
- * the CQ with the extended notify (dto/arm.c).
+ * the CQ with the extended notify (dto/arm.c), and when it found work for
+ * a consumer that pulls it gives the EVD back unarmed (kevd_pass_hand_back()).
  *
  * Context: the owning poller thread only (kevd_assert_owner()); upcalls
  * run from here and may sleep. No lock is held across a pass.
@@ -36,6 +37,26 @@ static bool kevd_pass_defer_arm(struct kevd *evd, u32 work)
 		return true;
 	}
 	return false;
+}
+
+/*
+ * A pass that found work on an EVD whose consumer pulls (dto/pull.c:
+ * upcalls disabled, and a pull owned the EVD before) gives it back to
+ * that consumer: it lets go with the CQ unarmed, as the consumer's own
+ * pull that found the work would (kevd_pull_unarmed_ok(): not while a
+ * thread is registered in kevd_wait(), which may sleep on the CQ). A
+ * poller that kept it instead (defer_arm, a used budget) would keep
+ * polling on the consumer's CPU (the home poller is on it) while the
+ * consumer, runnable there, waits for it, and the consumer's pulls
+ * would fail to own the EVD. The consumer's next call takes the events
+ * and pulls the rest.
+ */
+static bool kevd_pass_hand_back(struct kevd *evd, u32 work)
+{
+	if (!work || !evd->pulled || !kevd_pull_unarmed_ok(evd, false))
+		return false;
+	evd->empty_passes = 0;
+	return true;
 }
 
 /*
@@ -89,7 +110,8 @@ static u32 kevd_pass_work(struct kevd_poller *p, struct kevd *evd,
  * @s: the poller's buffers.
  *
  * Context: the owning poller thread; calls upcalls, which may sleep.
- * Return: %KEVD_PASS_IDLE when the EVD is armed (or needs nothing),
+ * Return: %KEVD_PASS_IDLE when the EVD is armed (or needs nothing, or
+ * goes back unarmed to a consumer that pulls),
  * %KEVD_PASS_AGAIN when it needs another pass (budget used, arm deferred,
  * or the arm check found a completion), %KEVD_PASS_GONE when it was
  * handed to another poller.
@@ -112,8 +134,9 @@ enum kevd_pass_ret kevd_pass(struct kevd_poller *p, struct kevd *evd,
 	if (notified && !drained)
 		evd->postats.empty_notifications++;
 	kevd_dim_sample(evd, drained);
-	again = work >= budget || kevd_pass_defer_arm(evd, work) ||
-		kevd_cq_arm_check(evd, s->wcs);
+	again = !kevd_pass_hand_back(evd, work) &&
+		(work >= budget || kevd_pass_defer_arm(evd, work) ||
+		 kevd_cq_arm_check(evd, s->wcs));
 	kevd_direct_end(evd, &d);
 	trace_kevd_pass_end(evd, drained, work,
 			    again ? KEVD_PASS_AGAIN : KEVD_PASS_IDLE);

@@ -2125,6 +2125,91 @@ static void kevd_consumer_wait_wake_no_arm(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* Holds the first poll after it is set (a poller's) until released. */
+struct poll_hold {
+	struct completion entered;
+	struct completion release;
+	atomic_t fired;
+};
+
+static void poll_hold_fn(struct ib_cq *cq, void *ctx)
+{
+	struct poll_hold *h = ctx;
+
+	if (atomic_xchg(&h->fired, 1))
+		return;
+	complete(&h->entered);
+	wait_for_completion(&h->release);
+}
+
+/*
+ * A poller's pass that finds work on an EVD whose consumer pulls gives
+ * it back unarmed, but not while a thread waits: here the waiter wants
+ * two events and the pass brings one, so the waiter sleeps on, and the
+ * CQ must be armed for the second to wake it. The poller is held in its
+ * poll until the waiter, registered meanwhile, is asleep.
+ */
+static void kevd_consumer_wait_keeps_arm(struct kunit *test)
+{
+	struct waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct poll_hold *h = kunit_kzalloc(test, sizeof(*h), GFP_KERNEL);
+	struct task_struct *t;
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	unsigned long end;
+	struct ib_cq *cq;
+	bool ok;
+
+	KUNIT_ASSERT_TRUE(test, w && h);
+	init_completion(&w->done);
+	init_completion(&h->entered);
+	init_completion(&h->release);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	w->evd = mod_evd(test, hca);
+	w->threshold = 2;
+	cq = kevd_cq(w->evd);
+	/* the consumer has pulled: a poller may give the EVD back to it */
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->evd, &ev), -EAGAIN);
+	fake_cq_set_poll_hook(cq, poll_hold_fn, h);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	ok = wait_for_completion_timeout(&h->entered, CONS_WAIT);
+	KUNIT_EXPECT_TRUE(test, ok);
+	t = kthread_create(waiter_fn, w, "kevd_cons_waiter");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	get_task_struct(t);	/* its state is read below */
+	wake_up_process(t);
+	end = jiffies + CONS_WAIT;
+	do {
+		ok = (cons_state(w->evd) & KEVD_STATE_WAITED) &&
+		     (READ_ONCE(t->__state) & TASK_INTERRUPTIBLE);
+		if (!ok)
+			schedule_timeout_uninterruptible(1);
+	} while (!ok && time_before(jiffies, end));
+	KUNIT_EXPECT_TRUE(test, ok);
+	complete(&h->release);
+	/* the poller takes the first completion, then must arm the CQ */
+	end = jiffies + CONS_WAIT;
+	while (!(ok = fake_cq_armed(cq)) && time_before(jiffies, end))
+		schedule_timeout_uninterruptible(1);
+	KUNIT_EXPECT_TRUE_MSG(test, ok, "a thread waits on an unarmed CQ");
+	KUNIT_EXPECT_EQ(test, fake_cq_add_seq(cq), 0);
+	if (!wait_for_completion_timeout(&w->done, CONS_WAIT)) {
+		KUNIT_FAIL(test, "the second completion did not wake the waiter");
+		kevd_set_unwaitable(w->evd, true);
+		wait_for_completion(&w->done);
+	}
+	put_task_struct(t);
+	fake_cq_set_poll_hook(cq, NULL, NULL);
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	KUNIT_EXPECT_EQ(test, w->ev.dto.cookie, 0ULL);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 1ULL);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* A completion, once, from inside the puller's poll (fake_cq_set_poll_hook()). */
 static void pull_hook_fn(struct ib_cq *cq, void *ctx)
 {
@@ -3320,6 +3405,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_pull_budget_no_poller),
 	KUNIT_CASE(kevd_consumer_wait_batch_tops_up),
 	KUNIT_CASE(kevd_consumer_wait_wake_no_arm),
+	KUNIT_CASE(kevd_consumer_wait_keeps_arm),
 	KUNIT_CASE(kevd_consumer_raw_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_moderated_cq, mod_mode_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_dim_moderates),

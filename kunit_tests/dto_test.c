@@ -1461,6 +1461,65 @@ static void kevd_dto_pull_into_established(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * A poller's pass that finds work on an EVD whose consumer pulls gives it
+ * back with the CQ unarmed (evd/pass.c, kevd_pass_hand_back()): the
+ * consumer's next call takes the event, pulls the next completion itself
+ * (no notification came for it) and arms the CQ once it finds it empty.
+ * An EVD no pull has owned is armed by its poller, as before.
+ */
+static struct kevd *hand_back_evd(struct kunit *test, struct fake_hca *hca)
+{
+	struct kevd *evd = pull_into_evd(test, hca, 256, 0, NULL);
+
+	/* every completion notifies an armed CQ, as by default */
+	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(kevd_cq(evd), 0, 0), 0);
+	return evd;
+}
+
+static void kevd_dto_pass_hands_back(struct kunit *test)
+{
+	struct fake_hca *hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	struct fake_cq_stats st;
+	struct kevd_event ev;
+	struct kevd *evd;
+	struct ib_cq *cq;
+
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	evd = hand_back_evd(test, hca);
+	cq = kevd_cq(evd);
+	/* the consumer pulls, finds the CQ empty and arms it */
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_TRUE(test, fake_cq_armed(cq));
+	/* nobody waits: the notification goes to a poller */
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
+	KUNIT_EXPECT_TRUE(test, fake_cq_empty(cq));
+	KUNIT_EXPECT_FALSE(test, fake_cq_armed(cq));
+	KUNIT_EXPECT_TRUE(test, READ_ONCE(evd->pull_unarmed));
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	fake_cq_stats(cq, &st);
+	KUNIT_EXPECT_EQ(test, st.notifications, 1ULL);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 0ULL);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 1ULL);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_TRUE(test, fake_cq_armed(cq));
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+
+	/* no pull has owned this one */
+	evd = hand_back_evd(test, hca);
+	cq = kevd_cq(evd);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
+	KUNIT_EXPECT_TRUE(test, fake_cq_armed(cq));
+	KUNIT_EXPECT_FALSE(test, READ_ONCE(evd->pull_unarmed));
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 struct held_up {
 	struct completion entered;
 	struct completion release;
@@ -1733,6 +1792,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_pull_into),
 	KUNIT_CASE(kevd_dto_pull_into_held),
 	KUNIT_CASE(kevd_dto_pull_into_established),
+	KUNIT_CASE(kevd_dto_pass_hands_back),
 	KUNIT_CASE(kevd_dto_tracepoints),
 	KUNIT_CASE(kevd_dto_arm_fails),
 	KUNIT_CASE(kevd_dto_cq_overrun),
