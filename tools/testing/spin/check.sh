@@ -8,7 +8,8 @@
 # did not hand its pending notification to a poller, and the one a busy
 # puller's unarmed let-go would cause without its handshake with a waiter
 # that registers meanwhile, and the one a waiter's own unarmed let-go
-# would cause if it then slept.
+# would cause if it then slept, and the one a poller's unarmed hand-back
+# would cause without that handshake.
 #   check.sh WORKDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -56,4 +57,5 @@ verify busy-strict holds -DCHECK -DPULL -DBUSY
 verify busy-lenient holds -DCHECK -DLENIENT -DPULL -DBUSY
 verify busy-nohandshake violated -DCHECK -DPULL -DBUSY -DNOHANDSHAKE
 verify busy-selfsleep violated -DCHECK -DPULL -DBUSY -DSELFSLEEP
+verify busy-pollnocheck violated -DCHECK -DPULL -DBUSY -DPOLLNOCHECK
 exit $fail

@@ -33,6 +33,10 @@
  *              pull that meets its threshold)...
  *   -DSELFSLEEP  ...if it slept instead (a threshold the pull did not
  *              meet), with the CQ unarmed: must fail.
+ *              With -DBUSY the poller's pass that found work gives the
+ *              EVD back unarmed too (the consumers pull), after the same
+ *              mark and waiter check as the dequeuer's...
+ *   -DPOLLNOCHECK  ...without the waiter check: must fail.
  *
  * Property (no lost wake-up): whenever the whole system is quiescent
  * (nothing can move: spin's timeout), the CQ is empty and every
@@ -142,6 +146,9 @@ end:	do
 active proctype poller()
 {
 	bit again;
+#ifdef BUSY
+	bit found;
+#endif
 
 end:	do
 	:: runq?1 ->
@@ -149,7 +156,31 @@ end:	do
 		do
 		:: again ->
 			pending = 0;	/* test_and_clear_bit(NOTIFIED) */
+#ifdef BUSY
+			/*
+			 * The consumers pull: a pass that found work gives
+			 * the EVD back unarmed (kevd_pass_hand_back()),
+			 * unless it sees a registered waiter after setting
+			 * the mark, as their own pulls do.
+			 */
+			mark = 0;
+			atomic { found = cq > 0; ring = ring + cq; cq = 0 }
+			if
+			:: found ->
+				mark = 1;	/* kevd_pull_unarmed_ok(), smp_mb() */
+#ifndef POLLNOCHECK
+				if
+				:: waiting -> mark = 0; pass(again)
+				:: else -> again = 0
+				fi
+#else
+				again = 0
+#endif
+			:: else -> pass(again)
+			fi;
+#else
 			pass(again);
+#endif
 			/* let go, unless scheduled meanwhile */
 			atomic {
 				if
