@@ -97,6 +97,9 @@ soak:*)
 profile:*)
 	if profile_run; then echo "KEVD-HARNESS: profile ok"; else echo "KEVD-HARNESS: profile failed"; fi
 	;;
+trace:*)
+	if trace_run; then echo "KEVD-HARNESS: trace ok"; else echo "KEVD-HARNESS: trace failed"; fi
+	;;
 udapl)
 	if udapl_run; then echo "KEVD-HARNESS: udapl ok"; else echo "KEVD-HARNESS: udapl failed"; fi
 	;;

@@ -133,12 +133,13 @@ ensure_ksrc() {
 
 # Targets: uml and smp (make check), uml-nodebug and smp-nodebug (the
 # benchmark's references, one CPU and two: the test kernels without
-# their debug options).
+# their debug options), smp-trace (smp-nodebug with tracepoints, for
+# kevd-test trace).
 kernel_arch() {
 	case $1 in
 	uml|uml-nodebug) echo um ;;
-	smp|smp-nodebug) echo x86_64 ;;
-	*) die "unknown target '$1' (uml, smp, uml-nodebug or smp-nodebug)" ;;
+	smp|smp-nodebug|smp-trace) echo x86_64 ;;
+	*) die "unknown target '$1' (uml, smp, uml-nodebug, smp-nodebug or smp-trace)" ;;
 	esac
 }
 
@@ -150,6 +151,7 @@ kernel_frags() {
 	smp) echo "$c/common.config $c/smp.config" ;;
 	smp-nodebug) echo "$c/common.config $c/smp.config $c/nodebug.config $c/smp-nodebug.config" ;;
 	uml-nodebug) echo "$c/common.config $c/uml.config $c/nodebug.config" ;;
+	smp-trace) echo "$c/common.config $c/smp.config $c/nodebug.config $c/smp-nodebug.config $c/trace.config" ;;
 	esac
 }
 

@@ -183,3 +183,55 @@ profile_run() {
 	done
 	return $rc
 }
+
+# kevd_mode=trace:<mode>,<mode>...[:param=value:...] (kevd-test trace,
+# not part of check; the smp-trace kernel): each mode's kevd_bench runs
+# (one repetition: saturated, at 10,000/s, then under load) with the
+# scheduler's switches and wake-ups, the notification IPIs and kevd's
+# tracepoints recorded through tracefs (a ring of 16 MiB per CPU, which
+# keeps the end of the module's run). The console gets the bench's lines
+# and TRACE_LINES lines from the middle of the run under load, as
+# "kevd-trace mode=<mode>: ..." lines.
+TRACE_LINES=1500
+
+trace_run() {
+	spec=${kevd_mode#trace:}
+	modes=$(echo "${spec%%:*}" | tr , ' ')
+	bargs=
+	case $spec in *:*) bargs=$(echo "${spec#*:}" | tr ':' ' ') ;; esac
+	tr=/sys/kernel/tracing
+	[ -d $tr/events ] || mount -t tracefs nodev $tr 2>/dev/null
+	[ -d $tr/events ] || { echo "kevd-trace: no tracefs"; return 1; }
+	$MP kevd || return 1	# its events exist once it is loaded
+	rc=0
+	for m in $modes; do
+		echo 0 >$tr/tracing_on
+		echo 16384 >$tr/buffer_size_kb
+		echo >$tr/trace
+		echo 'sched:sched_switch sched:sched_wakeup kevd:*
+irq_vectors:call_function_single_entry printk:console' >$tr/set_event ||
+			{ echo "kevd-trace: cannot enable the events"; return 1; }
+		echo 1 >$tr/tracing_on
+		# shellcheck disable=SC2086
+		$MP kevd_bench kernel=smp only="$m" reps=1 events=200000 \
+			run_ms=100 rates=10000 prod_burst=16 $bargs \
+			>"$TMP/trace-$m.log" 2>&1 || rc=1
+		echo 0 >$tr/tracing_on
+		sed "s/^/kevd-trace mode=$m: modprobe: /" "$TMP/trace-$m.log"
+		dmesg | grep "kevd-bench-raw .*mode=$m " |
+			sed "s/^[^k]*/kevd-trace mode=$m: /"
+		# the run under load: after the fixed rate's line, before its own
+		awk '/kevd-bench-raw loaded/ { exit } go { print }
+		     /kevd-bench-raw run .*rate=10000 / { go = 1 }' \
+			$tr/trace >"$TMP/trace-$m.txt"
+		n=$(wc -l <"$TMP/trace-$m.txt")
+		echo "kevd-trace mode=$m: lines=$n (of the run under load)"
+		tail -n +$((n / 2)) "$TMP/trace-$m.txt" | head -n $TRACE_LINES |
+			sed "s/^/kevd-trace mode=$m: /"
+		rm -f "$TMP/trace-$m.txt"
+		rmmod kevd_bench 2>/dev/null
+	done
+	echo >$tr/set_event
+	unload_all
+	return $rc
+}
