@@ -549,7 +549,7 @@ struct kevd_scratch {
 
 /* What a pass tells its poller (kevd_pass()). */
 enum kevd_pass_ret {
-	KEVD_PASS_IDLE,		/* let go: armed, or nothing to wait for */
+	KEVD_PASS_IDLE,		/* let go: armed, idle, or back to its puller */
 	KEVD_PASS_AGAIN,	/* queue again for the next round */
 	KEVD_PASS_GONE,		/* handed to another poller: hands off */
 };

@@ -49,11 +49,15 @@ static bool kevd_pass_defer_arm(struct kevd *evd, u32 work)
  * polling on the consumer's CPU (the home poller is on it) while the
  * consumer, runnable there, waits for it, and the consumer's pulls
  * would fail to own the EVD. The consumer's next call takes the events
- * and pulls the rest.
+ * and pulls the rest. Only where the CQ alone holds a queue's worth: a
+ * consumer that pauses then leaves its backlog in the CQ, not the ring.
  */
 static bool kevd_pass_hand_back(struct kevd *evd, u32 work)
 {
-	if (!work || !evd->pulled || !kevd_pull_unarmed_ok(evd, false))
+	if (!work || !evd->pulled ||
+	    kevd_upcalls_enabled(READ_ONCE(evd->policy)) ||
+	    evd->cq->cqe < kevd_ring_qlen(&evd->ring) ||
+	    !kevd_pull_unarmed_ok(evd, false))
 		return false;
 	evd->empty_passes = 0;
 	return true;

@@ -13,7 +13,8 @@
  *   - A pass is the EVD's poll method (kevd_pass(), evd/pass.c, given to
  *     kevd_pollers_start() as irq_poll and NAPI take theirs): it drains
  *     the CQ within the budget, delivers upcalls, and when idle arms the
- *     CQ; it returns whether the EVD goes idle, needs another pass (the
+ *     CQ (or gives the EVD back, unarmed, to a consumer that pulls); it
+ *     returns whether the EVD goes idle, needs another pass (the
  *     tail of the list) or was handed to another poller. This file
  *     schedules and calls nothing else of kevd's.
  *   - A round (kevd_poller_fn()), as net_rx_action(): the poller takes its

@@ -2169,15 +2169,15 @@ static void kevd_consumer_wait_keeps_arm(struct kunit *test)
 	w->evd = mod_evd(test, hca);
 	w->threshold = 2;
 	cq = kevd_cq(w->evd);
-	/* the consumer has pulled: a poller may give the EVD back to it */
-	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->evd, &ev), -EAGAIN);
-	fake_cq_set_poll_hook(cq, poll_hold_fn, h);
-	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
-	ok = wait_for_completion_timeout(&h->entered, CONS_WAIT);
-	KUNIT_EXPECT_TRUE(test, ok);
 	t = kthread_create(waiter_fn, w, "kevd_cons_waiter");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
 	get_task_struct(t);	/* its state is read below */
+	/* the consumer has pulled: a poller may give the EVD back to it */
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->evd, &ev), -EAGAIN);
+	fake_cq_set_poll_hook(cq, poll_hold_fn, h);
+	KUNIT_EXPECT_EQ(test, fake_cq_add_seq(cq), 0);
+	ok = wait_for_completion_timeout(&h->entered, CONS_WAIT);
+	KUNIT_EXPECT_TRUE(test, ok);
 	wake_up_process(t);
 	end = jiffies + CONS_WAIT;
 	do {

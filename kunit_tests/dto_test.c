@@ -1461,22 +1461,26 @@ static void kevd_dto_pull_into_established(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
-/*
- * A poller's pass that finds work on an EVD whose consumer pulls gives it
- * back with the CQ unarmed (evd/pass.c, kevd_pass_hand_back()): the
- * consumer's next call takes the event, pulls the next completion itself
- * (no notification came for it) and arms the CQ once it finds it empty.
- * An EVD no pull has owned is armed by its poller, as before.
- */
-static struct kevd *hand_back_evd(struct kunit *test, struct fake_hca *hca)
+/* Queue length @qlen, a CQ of 256. */
+static struct kevd *hand_back_evd(struct kunit *test, struct fake_hca *hca,
+				  u32 qlen)
 {
-	struct kevd *evd = pull_into_evd(test, hca, 256, 0, NULL);
+	struct kevd *evd = pull_into_evd(test, hca, qlen, 0, NULL);
 
 	/* every completion notifies an armed CQ, as by default */
 	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(kevd_cq(evd), 0, 0), 0);
 	return evd;
 }
 
+/*
+ * A poller's pass that finds work on an EVD whose consumer pulls gives it
+ * back with the CQ unarmed (evd/pass.c, kevd_pass_hand_back()): the
+ * consumer's next call takes the event, pulls the next completion itself
+ * (no notification came for it) and arms the CQ once it finds it empty.
+ * An EVD no pull has owned is armed by its poller, as before, and so is
+ * one whose CQ is smaller than its queue (a paused consumer's backlog
+ * would then fill the CQ).
+ */
 static void kevd_dto_pass_hands_back(struct kunit *test)
 {
 	struct fake_hca *hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
@@ -1486,7 +1490,7 @@ static void kevd_dto_pass_hands_back(struct kunit *test)
 	struct ib_cq *cq;
 
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	evd = hand_back_evd(test, hca);
+	evd = hand_back_evd(test, hca, 256);
 	cq = kevd_cq(evd);
 	/* the consumer pulls, finds the CQ empty and arms it */
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
@@ -1509,8 +1513,19 @@ static void kevd_dto_pass_hands_back(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 
 	/* no pull has owned this one */
-	evd = hand_back_evd(test, hca);
+	evd = hand_back_evd(test, hca, 256);
 	cq = kevd_cq(evd);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
+	KUNIT_EXPECT_TRUE(test, fake_cq_armed(cq));
+	KUNIT_EXPECT_FALSE(test, READ_ONCE(evd->pull_unarmed));
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+
+	/* a queue of 512 on a CQ of 256 */
+	evd = hand_back_evd(test, hca, 512);
+	cq = kevd_cq(evd);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
 	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
 	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
 	KUNIT_EXPECT_TRUE(test, fake_cq_armed(cq));
