@@ -2067,6 +2067,45 @@ static void kevd_consumer_wait_batch_tops_up(struct kunit *test)
 }
 
 /*
+ * A waiter thread on a new EVD of @hca (mod_evd()), created but not yet
+ * woken; the caller puts the task_struct it holds.
+ */
+static struct task_struct *waiter_thread(struct kunit *test,
+					 struct waiter *w,
+					 struct fake_hca *hca, u32 threshold)
+{
+	struct task_struct *t;
+
+	init_completion(&w->done);
+	w->evd = mod_evd(test, hca);
+	w->threshold = threshold;
+	t = kthread_create(waiter_fn, w, "kevd_cons_waiter");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	get_task_struct(t);	/* its state is read */
+	return t;
+}
+
+/*
+ * Until thread @t waits in kevd_wait() on @evd, asleep (and, with @cq,
+ * the CQ armed). False if the bound runs out.
+ */
+static bool waiter_asleep(struct kevd *evd, struct task_struct *t,
+			  struct ib_cq *cq)
+{
+	unsigned long end = jiffies + CONS_WAIT;
+	bool asleep;
+
+	do {
+		asleep = (cons_state(evd) & KEVD_STATE_WAITED) &&
+			 (READ_ONCE(t->__state) & TASK_INTERRUPTIBLE) &&
+			 (!cq || fake_cq_armed(cq));
+		if (!asleep)
+			schedule_timeout_uninterruptible(1);
+	} while (!asleep && time_before(jiffies, end));
+	return asleep;
+}
+
+/*
  * A waiter that a completion wakes pulls it and returns without arming
  * the CQ: it comes back, as a dequeue does, and its call that finds the
  * CQ empty arms it. One arm (a doorbell, on a real HCA) per wake-up
@@ -2078,32 +2117,17 @@ static void kevd_consumer_wait_wake_no_arm(struct kunit *test)
 	struct task_struct *t;
 	struct kevd_event ev;
 	struct fake_hca *hca;
-	unsigned long end;
 	struct ib_cq *cq;
-	bool asleep;
 	u64 arms;
 
 	KUNIT_ASSERT_NOT_NULL(test, w);
-	init_completion(&w->done);
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	w->evd = mod_evd(test, hca);
-	w->threshold = 1;
+	t = waiter_thread(test, w, hca, 1);
 	cq = kevd_cq(w->evd);
-	t = kthread_create(waiter_fn, w, "kevd_cons_waiter");
-	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
-	get_task_struct(t);	/* its state is read below */
 	wake_up_process(t);
 	/* registered, past its pulls, asleep on the armed CQ */
-	end = jiffies + CONS_WAIT;
-	do {
-		asleep = (cons_state(w->evd) & KEVD_STATE_WAITED) &&
-			 (READ_ONCE(t->__state) & TASK_INTERRUPTIBLE) &&
-			 fake_cq_armed(cq);
-		if (!asleep)
-			schedule_timeout_uninterruptible(1);
-	} while (!asleep && time_before(jiffies, end));
-	KUNIT_EXPECT_TRUE(test, asleep);
+	KUNIT_EXPECT_TRUE(test, waiter_asleep(w->evd, t, cq));
 	arms = pull_arms(cq);
 
 	KUNIT_EXPECT_EQ(test, fake_cq_add_seq(cq), 0);
@@ -2161,17 +2185,12 @@ static void kevd_consumer_wait_keeps_arm(struct kunit *test)
 	bool ok;
 
 	KUNIT_ASSERT_TRUE(test, w && h);
-	init_completion(&w->done);
 	init_completion(&h->entered);
 	init_completion(&h->release);
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	w->evd = mod_evd(test, hca);
-	w->threshold = 2;
+	t = waiter_thread(test, w, hca, 2);
 	cq = kevd_cq(w->evd);
-	t = kthread_create(waiter_fn, w, "kevd_cons_waiter");
-	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
-	get_task_struct(t);	/* its state is read below */
 	/* the consumer has pulled: a poller may give the EVD back to it */
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->evd, &ev), -EAGAIN);
 	fake_cq_set_poll_hook(cq, poll_hold_fn, h);
@@ -2179,14 +2198,7 @@ static void kevd_consumer_wait_keeps_arm(struct kunit *test)
 	ok = wait_for_completion_timeout(&h->entered, CONS_WAIT);
 	KUNIT_EXPECT_TRUE(test, ok);
 	wake_up_process(t);
-	end = jiffies + CONS_WAIT;
-	do {
-		ok = (cons_state(w->evd) & KEVD_STATE_WAITED) &&
-		     (READ_ONCE(t->__state) & TASK_INTERRUPTIBLE);
-		if (!ok)
-			schedule_timeout_uninterruptible(1);
-	} while (!ok && time_before(jiffies, end));
-	KUNIT_EXPECT_TRUE(test, ok);
+	KUNIT_EXPECT_TRUE(test, waiter_asleep(w->evd, t, NULL));
 	complete(&h->release);
 	/* the poller takes the first completion, then must arm the CQ */
 	end = jiffies + CONS_WAIT;

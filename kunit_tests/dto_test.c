@@ -1472,6 +1472,20 @@ static struct kevd *hand_back_evd(struct kunit *test, struct fake_hca *hca,
 	return evd;
 }
 
+/* A completion's pass arms the CQ of @evd, as an idle pass does; frees it. */
+static void hand_back_not(struct kunit *test, struct kevd *evd)
+{
+	struct ib_cq *cq = kevd_cq(evd);
+	struct kevd_event ev;
+
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
+	KUNIT_EXPECT_TRUE(test, fake_cq_armed(cq));
+	KUNIT_EXPECT_FALSE(test, READ_ONCE(evd->pull_unarmed));
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
 /*
  * A poller's pass that finds work on an EVD whose consumer pulls gives it
  * back with the CQ unarmed (evd/pass.c, kevd_pass_hand_back()): the
@@ -1513,25 +1527,11 @@ static void kevd_dto_pass_hands_back(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 
 	/* no pull has owned this one */
-	evd = hand_back_evd(test, hca, 256);
-	cq = kevd_cq(evd);
-	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
-	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
-	KUNIT_EXPECT_TRUE(test, fake_cq_armed(cq));
-	KUNIT_EXPECT_FALSE(test, READ_ONCE(evd->pull_unarmed));
-	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
-	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
-
+	hand_back_not(test, hand_back_evd(test, hca, 256));
 	/* a queue of 512 on a CQ of 256 */
 	evd = hand_back_evd(test, hca, 512);
-	cq = kevd_cq(evd);
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
-	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
-	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
-	KUNIT_EXPECT_TRUE(test, fake_cq_armed(cq));
-	KUNIT_EXPECT_FALSE(test, READ_ONCE(evd->pull_unarmed));
-	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
-	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	hand_back_not(test, evd);
 	fake_hca_destroy(hca);
 }
 
