@@ -291,8 +291,6 @@ static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to)
 	}
 	if (!kevd_poll_try_own(evd))
 		return false;
-	if (unlikely(!evd->pulled))
-		evd->pulled = true;	/* a poller gives it back (evd/pass.c) */
 	do {
 		clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
 		again = kevd_pull_pass(evd, to, &moved);

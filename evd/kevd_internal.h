@@ -249,8 +249,6 @@ struct kevd_direct {
  *	by a consumer's dequeue that ended a stall (kevd_consumer_done()),
  *	cleared by the owner's next pass; read by anyone who must then make
  *	sure of a pass.
- * @pulled: a consumer's pull has owned the EVD: a poller's pass that finds
- *	work gives it back unarmed (evd/pass.c). The owner's; set once.
  * @upcall_slow: an upcall batch took longer than KEVD_SLOW_UPCALL_NS;
  *	its poller passes its other EVDs on before each batch (sticky).
  * @empty_passes: passes without work since the EVD last had some
@@ -258,7 +256,9 @@ struct kevd_direct {
  * @notifications: completion notifications received (atomic).
  * @handed_upcalls: upcalls of MANY batches that ran after their poller
  *	handed the EVD on (atomic: the next owner counts in @postats).
- * @postats: the owning poller's counters.
+ * @postats: the owning poller's counters; a pull's too (pulls: once a
+ *	pull has owned the EVD, a poller's pass that finds work gives it
+ *	back unarmed, evd/pass.c).
  * @cq: the CQ of the DTO stream, or NULL.
  * @dev: its device (fixed at create; the CQ goes before the EVD leaves
  *	the global list).
@@ -316,7 +316,6 @@ struct kevd {
 	struct task_struct *busy_owner;
 	bool cq_stalled;
 	bool pull_unarmed;
-	bool pulled;
 	bool upcall_slow;
 	u8 empty_passes;
 	atomic64_t notifications;

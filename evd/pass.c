@@ -41,20 +41,20 @@ static bool kevd_pass_defer_arm(struct kevd *evd, u32 work)
 
 /*
  * A pass that found work on an EVD whose consumer pulls (dto/pull.c:
- * upcalls disabled, and a pull owned the EVD before) gives it back to
- * that consumer: it lets go with the CQ unarmed, as the consumer's own
- * pull that found the work would (kevd_pull_unarmed_ok(): not while a
- * thread is registered in kevd_wait(), which may sleep on the CQ). A
- * poller that kept it instead (defer_arm, a used budget) would keep
- * polling on the consumer's CPU (the home poller is on it) while the
- * consumer, runnable there, waits for it, and the consumer's pulls
- * would fail to own the EVD. The consumer's next call takes the events
- * and pulls the rest. Only where the CQ alone holds a queue's worth: a
+ * upcalls disabled, and a pull owned the EVD before: postats.pulls)
+ * gives it back to that consumer: it lets go with the CQ unarmed, as the
+ * consumer's own pull that found the work would (kevd_pull_unarmed_ok():
+ * not while a thread is registered in kevd_wait(), which may sleep on the
+ * CQ). A poller that kept it instead (defer_arm, a used budget) would
+ * keep polling on the consumer's CPU (the home poller is on it) while the
+ * consumer, runnable there, waits for it, and the consumer's pulls would
+ * fail to own the EVD. The consumer's next call takes the events and
+ * pulls the rest. Only where the CQ alone holds a queue's worth: a
  * consumer that pauses then leaves its backlog in the CQ, not the ring.
  */
 static bool kevd_pass_hand_back(struct kevd *evd, u32 work)
 {
-	if (!work || !evd->pulled ||
+	if (!work || !evd->postats.pulls ||
 	    kevd_upcalls_enabled(READ_ONCE(evd->policy)) ||
 	    evd->cq->cqe < kevd_ring_qlen(&evd->ring) ||
 	    !kevd_pull_unarmed_ok(evd, false))
