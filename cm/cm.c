@@ -35,9 +35,13 @@
  *     ESTABLISHED is queued, or the connect ends otherwise: a receive
  *     that beats ESTABLISHED (the RTU, or REP processing) waits for it;
  *   - lifetime: a binding lives as long as its id. kevd_cm_destroy_id()
- *     destroys the id first (rdma_destroy_id() waits for a running
- *     handler), then the binding. A handler that returns non-zero, after
- *     which rdma_cm destroys the id, releases the binding first.
+ *     first waits for a running handler (rdma_lock_handler()) and marks
+ *     the binding dying under the handler mutex: from then on the handler
+ *     posts nothing and calls no consumer handler, so the QP it finds
+ *     after (one the consumer's ROUTE_RESOLVED handler made) stays the
+ *     id's last. It destroys that QP, then the id, then the binding. A
+ *     handler that returns non-zero, after which rdma_cm destroys the id,
+ *     releases the binding first.
  */
 #include <linux/in.h>
 #include <linux/in6.h>
@@ -66,6 +70,8 @@
  * @gated: the EVD whose CQ the endpoint's QP completes into, while its
  *	completions wait for its ESTABLISHED (kevd_cq_gate()), or NULL.
  * @gate: the gate record on @gated.
+ * @dying: kevd_cm_destroy_id() has begun: events are dropped, and the
+ *	consumer's handler is not called; under the id's handler mutex.
  */
 struct kevd_cm {
 	struct rdma_cm_id *id;
@@ -82,6 +88,7 @@ struct kevd_cm {
 	u32 handle;
 	struct kevd *gated;
 	struct kevd_gate gate;
+	bool dying;
 };
 
 struct kevd_cm_pdata {
@@ -419,6 +426,8 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	bool peer;
 	u32 num;
 
+	if (cm->dying)	/* kevd_cm_destroy_id() has begun: a request dies too */
+		return cm->id == id ? 0 : -ECONNREFUSED;
 	if (cm->id != id) {
 		/* a new id rdma_cm made for a request to listener @cm */
 		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
@@ -526,10 +535,12 @@ EXPORT_SYMBOL_GPL(kevd_cm_context);
  * kevd_cm_destroy_id() - destroy a bound id and end its binding.
  * @id: an id bound by kevd_cm_bind() or kevd_cr_accept().
  *
- * Destroys the id's QP (rdma_destroy_qp()) if it has one, then the id;
- * no handler runs after. The requests of a listener that nobody accepted
- * or rejected are rejected. The private data of its events is freed, and
- * its EVDs can be freed again.
+ * Waits for a handler of the id that is running (the consumer's, say,
+ * making the QP on ROUTE_RESOLVED); from then on no event of the id is
+ * posted and the consumer's handler is not called. Then destroys the
+ * id's QP (rdma_destroy_qp()) if it has one, and the id. The requests of
+ * a listener that nobody accepted or rejected are rejected. The private
+ * data of its events is freed, and its EVDs can be freed again.
  *
  * Context: process context; sleeps. Not from a CM event handler.
  */
@@ -541,6 +552,10 @@ void kevd_cm_destroy_id(struct rdma_cm_id *id)
 		return;
 	might_sleep();
 	cm = id->context;
+	rdma_lock_handler(id);
+	cm->dying = true;
+	rdma_unlock_handler(id);
+	/* no handler of the consumer's runs now: the QP stays as it is */
 	if (id->qp)
 		rdma_destroy_qp(id);
 	rdma_destroy_id(id);

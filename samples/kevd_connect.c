@@ -24,7 +24,12 @@
  *      write past its end fails: REMOTE_ACCESS on IB and RoCE, and on
  *      iWARP (siw) a TERMINATE that breaks the connection, so the READ
  *      behind the write is flushed;
- *   5. a request to a port nobody listens on: whatever the transport
+ *   5. the requester's id is destroyed while its handler makes its QP:
+ *      the handler (ROUTE_RESOLVED) holds until the destroying thread is
+ *      blocked on it, then makes the QP and connects; kevd_cm_destroy_id()
+ *      must destroy that QP too, or the QP leaks and its EVD cannot be
+ *      freed;
+ *   6. a request to a port nobody listens on: whatever the transport
  *      reports (NON_PEER_REJECTED on IB and RoCE; on iWARP the connect is
  *      refused, as an event or by rdma_connect() itself) is printed.
  * Private data is checked byte for byte.
@@ -32,7 +37,8 @@
  * One line per device:
  *   kevd-e2e-cm device=siw0 cycles=1 cr=3 established=4 peer_rejected=1
  *     disconnected=2 flushed=64 after_disconnect=0 sends=8 recvs=8
- *     mr_steps=5 outside_mr=<DTO status> no_listener=<event or errno> ok
+ *     mr_steps=5 outside_mr=<DTO status> destroyed_in_handler=1
+ *     no_listener=<event or errno> ok
  * The load fails (-EIO) if any step fails.
  *
  * With until_removed=<seconds>, per device it only establishes one
@@ -52,6 +58,7 @@
 #include <linux/completion.h>
 #include <linux/in6.h>
 #include <linux/inet.h>
+#include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/scatterlist.h>
@@ -76,6 +83,7 @@ module_param(port, ushort, 0444);
 MODULE_PARM_DESC(port, "TCP port of the listener (the next one must be free)");
 
 #define KC_WAIT_US	(30 * USEC_PER_SEC)
+#define KC_WAIT		usecs_to_jiffies(KC_WAIT_US)
 #define KC_QLEN		16
 #define KC_MSGS		8
 #define KC_FLUSH	64
@@ -85,7 +93,11 @@ MODULE_PARM_DESC(port, "TCP port of the listener (the next one must be free)");
 #define KC_ACC_LEN	24
 #define KC_HELD		8	/* receives each side holds (until_removed) */
 
-/* The active side's connect, driven by the consumer's handler. */
+/*
+ * The active side's connect, driven by the consumer's handler. With
+ * @hold, its ROUTE_RESOLVED completes @at_route and waits for @go before
+ * it makes the QP.
+ */
 struct kc_active {
 	struct rdma_cm_id *id;
 	struct ib_pd *pd;
@@ -93,6 +105,9 @@ struct kc_active {
 	u8 req[KC_REQ_LEN];
 	int err;
 	struct completion failed;
+	bool hold;
+	struct completion at_route, go;
+	bool destroying, qp_made;
 };
 
 struct kc_dev {
@@ -105,7 +120,7 @@ struct kc_dev {
 	void *buf;
 	u64 dma;
 	int cr, established, peer_rejected, disconnected, flushed, after;
-	int sends, recvs, mr_steps;
+	int sends, recvs, mr_steps, destroyed;
 	u32 outside_status;
 	void *mr_buf;
 	char no_listener[32];
@@ -149,7 +164,12 @@ static int kc_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		ret = rdma_resolve_route(id, 2000);
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		if (a->hold) {
+			complete(&a->at_route);
+			wait_for_completion_timeout(&a->go, KC_WAIT);
+		}
 		ret = rdma_create_qp(id, a->pd, &a->qp_attr);
+		a->qp_made = !ret;
 		if (!ret)
 			ret = rdma_connect_locked(id, &param);
 		break;
@@ -188,11 +208,11 @@ static int kc_expect(struct kc_dev *d, struct kevd *evd, u32 number,
 	return -EIO;
 }
 
-static int kc_connect(struct kc_dev *d, struct kc_active *a, u16 to_port,
-		      u8 seed)
+static int kc_connect(struct kc_dev *d, struct kc_active *a,
+		      struct kevd *evd, u16 to_port, u8 seed, bool hold)
 {
 	struct kevd_cm_attr attr = {
-		.conn_evd = d->a_evd, .ep = a,
+		.conn_evd = evd, .ep = a,
 		.async_evd = until_removed ? d->async : NULL,
 	};
 	struct sockaddr_in6 dst = d->sin, src = d->sin;
@@ -200,9 +220,12 @@ static int kc_connect(struct kc_dev *d, struct kc_active *a, u16 to_port,
 
 	memset(a, 0, sizeof(*a));
 	init_completion(&a->failed);
+	init_completion(&a->at_route);
+	init_completion(&a->go);
+	a->hold = hold;
 	a->pd = d->pd;
-	a->qp_attr.send_cq = kevd_cq(d->a_evd);
-	a->qp_attr.recv_cq = kevd_cq(d->a_evd);
+	a->qp_attr.send_cq = kevd_cq(evd);
+	a->qp_attr.recv_cq = kevd_cq(evd);
 	a->qp_attr.cap.max_send_wr = KC_FLUSH;
 	a->qp_attr.cap.max_recv_wr = KC_FLUSH;
 	a->qp_attr.cap.max_send_sge = 1;
@@ -265,7 +288,7 @@ static int kc_reject_round(struct kc_dev *d)
 	void *cr;
 	int ret;
 
-	ret = kc_connect(d, &a, port, 1);
+	ret = kc_connect(d, &a, d->a_evd, port, 1, false);
 	cr = ret ? NULL : kc_request(d, 1);
 	if (!cr) {
 		kc_active_end(&a);
@@ -444,7 +467,7 @@ static int kc_establish(struct kc_dev *d, struct kc_active *a,
 	int est = 0, ret;
 	void *cr;
 
-	ret = kc_connect(d, a, port, 3);
+	ret = kc_connect(d, a, d->a_evd, port, 3, false);
 	cr = ret ? NULL : kc_request(d, 3);
 	if (!cr)
 		return ret ?: -EIO;
@@ -779,6 +802,101 @@ static int kc_mr_round(struct kc_dev *d)
 	return ret;
 }
 
+static struct kevd *kc_evd(struct kc_dev *d, u32 flags, struct kevd *async)
+{
+	struct kevd_attr attr;
+
+	kevd_attr_init(&attr);
+	attr.qlen = KC_QLEN;
+	attr.flags = flags;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.cq_depth = 4 * KC_FLUSH;
+	attr.async_evd = async;
+	return kevd_create(flags & KEVD_DTO_FLAG ? d->dev : NULL, &attr);
+}
+
+/* The destroying thread of kc_destroy_round(). */
+static int kc_destroyer(void *arg)
+{
+	struct kc_active *a = arg;
+
+	WRITE_ONCE(a->destroying, true);
+	kevd_cm_destroy_id(a->id);
+	return 0;
+}
+
+/* Until @t, past its start, sleeps uninterruptibly; false if it does not. */
+static bool kc_blocked(struct kc_active *a, struct task_struct *t)
+{
+	unsigned long end = jiffies + KC_WAIT;
+
+	while (!READ_ONCE(a->destroying) ||
+	       READ_ONCE(t->__state) != TASK_UNINTERRUPTIBLE) {
+		if (time_after(jiffies, end))
+			return false;
+		schedule_timeout_uninterruptible(1);
+	}
+	return true;
+}
+
+/*
+ * The requester's id destroyed by another thread while the consumer's
+ * ROUTE_RESOLVED handler runs: the handler holds until that thread is
+ * blocked on it (rdma_cm's handler mutex), then makes its QP and
+ * connects (to a port nobody listens on). kevd_cm_destroy_id() must
+ * destroy that QP with the id: else the QP leaks, and the EVD whose CQ
+ * it completes into cannot be freed.
+ */
+static int kc_destroy_round(struct kc_dev *d)
+{
+	struct task_struct *t;
+	struct kc_active a;
+	struct kevd *evd;
+	int ret;
+
+	evd = kc_evd(d, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, d->async);
+	if (IS_ERR(evd))
+		return PTR_ERR(evd);
+	ret = kc_connect(d, &a, evd, port + 1, 6, true);
+	if (!ret && !wait_for_completion_timeout(&a.at_route, KC_WAIT))
+		ret = -ETIMEDOUT;
+	if (ret) {
+		complete(&a.go);
+		kc_active_end(&a);
+		kevd_free(evd);
+		return ret;
+	}
+	t = kthread_create(kc_destroyer, &a, "kevd_connect_destroy");
+	if (IS_ERR(t)) {
+		complete(&a.go);
+		kc_active_end(&a);
+		kevd_free(evd);
+		return PTR_ERR(t);
+	}
+	get_task_struct(t);
+	wake_up_process(t);
+	if (!kc_blocked(&a, t)) {
+		pr_err("kevd-e2e-cm: %s: the destroying thread did not block\n",
+		       d->name);
+		ret = -EIO;
+	}
+	complete(&a.go);
+	kthread_stop(t);
+	put_task_struct(t);
+	if (!ret && !a.qp_made) {
+		pr_err("kevd-e2e-cm: %s: no QP made in the handler: %d\n",
+		       d->name, a.err);
+		ret = -EIO;
+	}
+	ret = ret ?: kevd_free(evd);
+	if (!ret)
+		d->destroyed++;
+	else
+		pr_err("kevd-e2e-cm: %s: destroyed in its handler: %d\n",
+		       d->name, ret);
+	return ret;
+}
+
 /* A request to a port nobody listens on: record what the transport says. */
 static void kc_no_listener(struct kc_dev *d)
 {
@@ -787,7 +905,7 @@ static void kc_no_listener(struct kc_dev *d)
 	u32 nmore;
 	int i, ret;
 
-	ret = kc_connect(d, &a, port + 1, 5);
+	ret = kc_connect(d, &a, d->a_evd, port + 1, 5, false);
 	/* an event, or the connect failing in the handler: look for both */
 	for (i = 0; !ret && i < 300; i++) {
 		ret = kevd_wait(d->a_evd, 100 * USEC_PER_MSEC, 1, &ev, &nmore);
@@ -804,19 +922,6 @@ static void kc_no_listener(struct kc_dev *d)
 		snprintf(d->no_listener, sizeof(d->no_listener), "wait:%d",
 			 ret);
 	kc_active_end(&a);
-}
-
-static struct kevd *kc_evd(struct kc_dev *d, u32 flags, struct kevd *async)
-{
-	struct kevd_attr attr;
-
-	kevd_attr_init(&attr);
-	attr.qlen = KC_QLEN;
-	attr.flags = flags;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	attr.cq_depth = 4 * KC_FLUSH;
-	attr.async_evd = async;
-	return kevd_create(flags & KEVD_DTO_FLAG ? d->dev : NULL, &attr);
 }
 
 static int kc_listen(struct kc_dev *d)
@@ -965,11 +1070,13 @@ static int kc_run(char *spec)
 	if (!ret)
 		ret = kc_mr_round(d);
 	if (!ret)
+		ret = kc_destroy_round(d);
+	if (!ret)
 		kc_no_listener(d);
-	pr_info("kevd-e2e-cm device=%s cycles=%u cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d mr_steps=%d outside_mr=%u no_listener=%s %s rc=%d\n",
+	pr_info("kevd-e2e-cm device=%s cycles=%u cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d mr_steps=%d outside_mr=%u destroyed_in_handler=%d no_listener=%s %s rc=%d\n",
 		d->name, i, d->cr, d->established, d->peer_rejected,
 		d->disconnected, d->flushed, d->after, d->sends, d->recvs,
-		d->mr_steps, d->outside_status, d->no_listener,
+		d->mr_steps, d->outside_status, d->destroyed, d->no_listener,
 		ret ? "failed" : "ok", ret);
 	kc_teardown(d);
 	kfree(d);
