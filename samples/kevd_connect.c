@@ -903,14 +903,23 @@ static void kc_no_listener(struct kc_dev *d)
 	struct kevd_event ev;
 	struct kc_active a;
 	u32 nmore;
-	int i, ret;
+	int i, ret, err;
 
-	ret = kc_connect(d, &a, d->a_evd, port + 1, 5, false);
+	err = kc_connect(d, &a, d->a_evd, port + 1, 5, false);
+	ret = err ?: -ETIMEDOUT;
 	/* an event, or the connect failing in the handler: look for both */
-	for (i = 0; !ret && i < 300; i++) {
+	for (i = 0; !err && i < 300 && !completion_done(&a.failed); i++) {
 		ret = kevd_wait(d->a_evd, 100 * USEC_PER_MSEC, 1, &ev, &nmore);
-		if (ret != -ETIMEDOUT || completion_done(&a.failed))
-			break;
+		if (ret == -ETIMEDOUT)
+			continue;
+		/* not the answer: what the last connection left behind */
+		if (!ret && (ev.event_number == KEVD_DTO_COMPLETION_EVENT ||
+			     ev.event_number ==
+			     KEVD_CONNECTION_EVENT_DISCONNECTED)) {
+			ret = -ETIMEDOUT;
+			continue;
+		}
+		break;
 	}
 	if (!ret)
 		snprintf(d->no_listener, sizeof(d->no_listener), "%#x",
