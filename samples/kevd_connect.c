@@ -8,7 +8,8 @@
  * listener, and one EVD per side carrying both its DTO and connection
  * streams (as the DAT default does):
  *   1. a request carrying private data is rejected with private data: the
- *      requester sees PEER_REJECTED and the rejecter's bytes;
+ *      requester sees PEER_REJECTED and the rejecter's bytes (on iWARP,
+ *      up to three times: siw may lose the reject, kc_reject_lost());
  *   2. a request is accepted: both sides see ESTABLISHED, the requester
  *      with the accepter's private data; 8 sends arrive as 8 receives;
  *   3. the accepter posts 64 receives, moves its QP to error and waits
@@ -280,7 +281,23 @@ static void *kc_request(struct kc_dev *d, u8 seed)
 	return ev.cr.cr;
 }
 
-static int kc_reject_round(struct kc_dev *d)
+/*
+ * Did siw lose the reject? Its rejecter sends the MPA reply and closes
+ * the socket at once; when the FIN is taken with the reply's segment,
+ * the requester's socket is no longer ESTABLISHED as its data-ready
+ * callback runs, siw drops the reply, and the peer's close reports a
+ * reset without the reply's private data: NON_PEER_REJECTED, the
+ * transport's loss and not kevd's.
+ */
+static bool kc_reject_lost(struct kc_dev *d, const struct kevd_event *ev)
+{
+	return rdma_protocol_iwarp(d->dev, 1) &&
+	       ev->event_number == KEVD_CONNECTION_EVENT_NON_PEER_REJECTED &&
+	       !ev->connection.private_data_size;
+}
+
+/* One reject; -EAGAIN if the transport lost it (kc_reject_lost()). */
+static int kc_reject_once(struct kc_dev *d)
 {
 	struct kc_active a;
 	struct kevd_event ev;
@@ -299,18 +316,36 @@ static int kc_reject_round(struct kc_dev *d)
 	if (!ret && kevd_cr_reject(cr, NULL, 0) != -EINVAL)
 		ret = -EIO;		/* a handle works once */
 	if (!ret)
-		ret = kc_expect(d, d->a_evd,
-				KEVD_CONNECTION_EVENT_PEER_REJECTED, &ev,
-				"peer rejected");
-	if (!ret && (ev.connection.ep != &a ||
-		     !kc_pattern_ok(ev.connection.private_data,
-				    ev.connection.private_data_size,
-				    KC_REJ_LEN, 2)))
+		ret = kc_wait(d->a_evd, &ev, true);
+	if (!ret && kc_reject_lost(d, &ev)) {
+		pr_info("kevd-e2e-cm: %s: the transport lost the reject (a reset without its private data): again\n",
+			d->name);
+		ret = -EAGAIN;
+	} else if (!ret &&
+		   (ev.event_number != KEVD_CONNECTION_EVENT_PEER_REJECTED ||
+		    ev.connection.ep != &a ||
+		    !kc_pattern_ok(ev.connection.private_data,
+				   ev.connection.private_data_size,
+				   KC_REJ_LEN, 2))) {
+		pr_err("kevd-e2e-cm: %s: peer rejected: got event %#x, private data %u bytes\n",
+		       d->name, ev.event_number,
+		       ev.connection.private_data_size);
 		ret = -EIO;
+	}
 	if (!ret)
 		d->peer_rejected++;
 	kc_active_end(&a);
 	return ret;
+}
+
+/* The reject round: a transport may lose the reject twice, not three times. */
+static int kc_reject_round(struct kc_dev *d)
+{
+	int i, ret = -EAGAIN;
+
+	for (i = 0; i < 3 && ret == -EAGAIN; i++)
+		ret = kc_reject_once(d);
+	return ret == -EAGAIN ? -EIO : ret;
 }
 
 static int kc_post(struct kc_dev *d, struct ib_qp *qp, bool send, u64 cookie,
