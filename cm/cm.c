@@ -12,7 +12,9 @@
  *   - a binding per id: one the consumer bound (a listener, or an id that
  *     connects), or a request: the id rdma_cm made for a CONNECT_REQUEST,
  *     pending until kevd_cr_accept() makes it an endpoint or
- *     kevd_cr_reject() ends it;
+ *     kevd_cr_reject() ends it. Until it is an endpoint the request is
+ *     kevd's: none of its events reaches the consumer's handler, which
+ *     does not know the id;
  *   - a request's handle (the CR event's cr) is its index in kevd_crs.
  *     Whoever takes it out (accept, reject, the listener's destruction,
  *     DEVICE_REMOVAL) owns the request: a handle works at most once, and a
@@ -70,8 +72,14 @@
  * @gated: the EVD whose CQ the endpoint's QP completes into, while its
  *	completions wait for its ESTABLISHED (kevd_cq_gate()), or NULL.
  * @gate: the gate record on @gated.
+ * @request: a request not accepted: kevd's, not the consumer's. Its events
+ *	go nowhere, but for DEVICE_REMOVAL, which ends it if it is still
+ *	pending. Cleared under the id's handler mutex when kevd_cr_accept()
+ *	has made it an endpoint.
  * @dying: kevd_cm_destroy_id() has begun: events are dropped, and the
- *	consumer's handler is not called; under the id's handler mutex.
+ *	consumer's handler is not called. Set under the id's handler mutex;
+ *	a wildcard listener's CONNECT_REQUEST reads it under the mutex of
+ *	rdma_cm's own listen id instead, which rdma_destroy_id() waits for.
  */
 struct kevd_cm {
 	struct rdma_cm_id *id;
@@ -88,6 +96,7 @@ struct kevd_cm {
 	u32 handle;
 	struct kevd *gated;
 	struct kevd_gate gate;
+	bool request;
 	bool dying;
 };
 
@@ -236,7 +245,7 @@ static struct kevd_cm *kevd_cr_claim(void *cr)
 	req = xa_erase(&kevd_crs, (unsigned long)cr);
 	if (req) {
 		list_del_init(&req->request_node);
-		req->handle = 0;
+		WRITE_ONCE(req->handle, 0);
 	}
 	mutex_unlock(&kevd_cm_mutex);
 	return req;
@@ -267,7 +276,7 @@ static void kevd_cm_end_requests(struct kevd_cm *cm)
 	mutex_lock(&kevd_cm_mutex);
 	list_for_each_entry_safe(req, tmp, &cm->requests, request_node) {
 		xa_erase(&kevd_crs, req->handle);
-		req->handle = 0;
+		WRITE_ONCE(req->handle, 0);
 		list_move_tail(&req->request_node, &mine);
 	}
 	mutex_unlock(&kevd_cm_mutex);
@@ -348,6 +357,7 @@ static int kevd_cm_request(struct kevd_cm *listener, struct rdma_cm_id *id,
 		return -ENOMEM;
 	req->chain = listener->chain;
 	req->chain_ctx = listener->chain_ctx;
+	req->request = true;
 	cr.cr.private_data = kevd_cm_copy_pdata(req, ev,
 						&cr.cr.private_data_size);
 	mutex_lock(&kevd_cm_mutex);
@@ -406,10 +416,16 @@ static int kevd_cm_removal(struct kevd_cm *cm, struct rdma_cm_id *id,
 		.async.reason = RDMA_CM_EVENT_DEVICE_REMOVAL,
 	};
 
-	if (cm->handle) {
-		/* a pending request: if kevd still owns it, rdma_cm ends it */
-		if (!kevd_cr_claim((void *)(unsigned long)cm->handle))
+	if (cm->request) {
+		/*
+		 * Still pending: rdma_cm ends it, with the QP the consumer
+		 * may have made on kevd_cr_id(). Claimed (an accept or reject
+		 * runs): the claimer ends it, as rdma_accept() now fails.
+		 */
+		if (!kevd_cr_claim((void *)(unsigned long)READ_ONCE(cm->handle)))
 			return 0;
+		if (id->qp)
+			rdma_destroy_qp(id);
 		kevd_cm_release(cm);
 		return -ENODEV;
 	}
@@ -426,7 +442,7 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	bool peer;
 	u32 num;
 
-	if (cm->dying)	/* kevd_cm_destroy_id() has begun: a request dies too */
+	if (READ_ONCE(cm->dying))	/* kevd_cm_destroy_id() has begun */
 		return cm->id == id ? 0 : -ECONNREFUSED;
 	if (cm->id != id) {
 		/* a new id rdma_cm made for a request to listener @cm */
@@ -434,6 +450,9 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 			return -EINVAL;
 		return kevd_cm_request(cm, id, ev);
 	}
+	/* a request not accepted: the consumer does not know the id */
+	if (cm->request && ev->event != RDMA_CM_EVENT_DEVICE_REMOVAL)
+		return 0;
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
 		return kevd_cm_connection(cm, id, ev,
@@ -553,7 +572,7 @@ void kevd_cm_destroy_id(struct rdma_cm_id *id)
 	might_sleep();
 	cm = id->context;
 	rdma_lock_handler(id);
-	cm->dying = true;
+	WRITE_ONCE(cm->dying, true);
 	rdma_unlock_handler(id);
 	/* no handler of the consumer's runs now: the QP stays as it is */
 	if (id->qp)
@@ -674,6 +693,8 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 	/* before the QP can receive: nothing of it is delivered yet */
 	kevd_cm_gate(req, req->conn_evd);
 	ret = rdma_accept(req->id, param);
+	if (!ret)
+		req->request = false;	/* an endpoint: its events flow */
 	rdma_unlock_handler(req->id);
 	if (ret) {
 		kevd_cr_end(req, NULL, 0);

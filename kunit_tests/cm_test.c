@@ -424,6 +424,55 @@ static void kevd_cm_requests_end(struct kunit *test)
 }
 
 /*
+ * A request nobody has accepted is kevd's: what happens to it before the
+ * accept (the requester gives up: on IB a REJ, or a connect error) does
+ * not reach the consumer's handler, which does not know the id and whose
+ * non-zero return would make rdma_cm destroy it under kevd's handle. The
+ * request stays pending, and its handle still works. DEVICE_REMOVAL ends
+ * a pending request, and its handle with it.
+ */
+static void kevd_cm_request_events_stay_kevds(struct kunit *test)
+{
+	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	struct kevd_cm_attr attr = { };
+	struct rdma_cm_id *lid, *req;
+	struct kevd *cr_evd;
+	struct kevd_event ev;
+	int ret;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	cr_evd = cm_evd(test, 16, KEVD_CR_FLAG, NULL);
+	lid = cm_id(test, c);
+	attr.cr_evd = cr_evd;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(lid, &attr), 0);
+	c->ret = -ENOENT;	/* a handler that refuses what it does not know */
+	req = cm_request(test, lid, 9, NULL, 0, &ret);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(cr_evd, &ev), 0);
+
+	KUNIT_ASSERT_EQ(test, cm_fire(req, RDMA_CM_EVENT_REJECTED,
+				      IB_CM_REJ_TIMEOUT, NULL, 0), 0);
+	KUNIT_ASSERT_EQ(test, cm_fire(req, RDMA_CM_EVENT_CONNECT_ERROR,
+				      -ECONNRESET, NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, c->calls, 0);
+	KUNIT_EXPECT_PTR_EQ(test, kevd_cr_id(ev.cr.cr), req);
+	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, NULL, 0), 0);
+
+	/* DEVICE_REMOVAL ends a pending request: rdma_cm destroys its id */
+	req = cm_request(test, lid, 10, NULL, 0, &ret);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(cr_evd, &ev), 0);
+	KUNIT_EXPECT_NE(test, cm_fire(req, RDMA_CM_EVENT_DEVICE_REMOVAL, 0,
+				      NULL, 0), 0);
+	rdma_destroy_id(req);		/* what rdma_cm does on non-zero */
+	KUNIT_EXPECT_EQ(test, c->calls, 0);
+	KUNIT_EXPECT_NULL(test, kevd_cr_id(ev.cr.cr));
+	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, NULL, 0), -EINVAL);
+	kevd_cm_destroy_id(lid);
+	KUNIT_EXPECT_EQ(test, kevd_free(cr_evd), 0);
+}
+
+/*
  * Binding needs an id, a CR or connection EVD, and EVDs with their
  * streams; an id binds once. A consumer handler that returns non-zero
  * (rdma_cm then destroys the id) ends the binding: its EVDs are free.
@@ -470,6 +519,7 @@ static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_event_map),
 	KUNIT_CASE(kevd_cm_request_and_reject),
 	KUNIT_CASE(kevd_cm_requests_end),
+	KUNIT_CASE(kevd_cm_request_events_stay_kevds),
 	KUNIT_CASE(kevd_cm_bind_checks),
 	{}
 };

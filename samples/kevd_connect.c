@@ -43,9 +43,11 @@
  * The load fails (-EIO) if any step fails.
  *
  * With until_removed=<seconds>, per device it only establishes one
- * connection, exchanges the sends, posts KC_HELD receives on each side
- * and prints "kevd-e2e-cm-removal device=<dev> running"; then it waits
- * on the async EVD for the device's removal: rdma_cm's DEVICE_REMOVAL,
+ * connection, exchanges the sends, posts KC_HELD receives on each side,
+ * leaves a second request pending with a QP made on kevd_cr_id() (the
+ * removal must end it, and kevd destroy that QP) and prints
+ * "kevd-e2e-cm-removal device=<dev> running"; then it waits on the async
+ * EVD for the device's removal: rdma_cm's DEVICE_REMOVAL,
  * which kevd posts there as IA_CATASTROPHIC. It tears down in the
  * documented order (QPs to error, every receive back flushed, ids and
  * QPs destroyed, EVDs freed, PD, device reference) and prints
@@ -94,10 +96,15 @@ MODULE_PARM_DESC(port, "TCP port of the listener (the next one must be free)");
 #define KC_ACC_LEN	24
 #define KC_HELD		8	/* receives each side holds (until_removed) */
 
+/* kc_destroy_round(): the handler's ROUTE_RESOLVED holds on @go. */
+struct kc_hold {
+	struct completion at_route, go;
+};
+
 /*
  * The active side's connect, driven by the consumer's handler. With
- * @hold, its ROUTE_RESOLVED completes @at_route and waits for @go before
- * it makes the QP.
+ * @hold, its ROUTE_RESOLVED completes @hold->at_route and waits for
+ * @hold->go before it makes the QP.
  */
 struct kc_active {
 	struct rdma_cm_id *id;
@@ -106,8 +113,7 @@ struct kc_active {
 	u8 req[KC_REQ_LEN];
 	int err;
 	struct completion failed;
-	bool hold;
-	struct completion at_route, go;
+	struct kc_hold *hold;
 	bool destroying, qp_made;
 };
 
@@ -166,8 +172,8 @@ static int kc_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		if (a->hold) {
-			complete(&a->at_route);
-			wait_for_completion_timeout(&a->go, KC_WAIT);
+			complete(&a->hold->at_route);
+			wait_for_completion_timeout(&a->hold->go, KC_WAIT);
 		}
 		ret = rdma_create_qp(id, a->pd, &a->qp_attr);
 		a->qp_made = !ret;
@@ -209,8 +215,22 @@ static int kc_expect(struct kc_dev *d, struct kevd *evd, u32 number,
 	return -EIO;
 }
 
+static struct kevd *kc_evd(struct kc_dev *d, u32 flags, struct kevd *async)
+{
+	struct kevd_attr attr;
+
+	kevd_attr_init(&attr);
+	attr.qlen = KC_QLEN;
+	attr.flags = flags;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.cq_depth = 4 * KC_FLUSH;
+	attr.async_evd = async;
+	return kevd_create(flags & KEVD_DTO_FLAG ? d->dev : NULL, &attr);
+}
+
 static int kc_connect(struct kc_dev *d, struct kc_active *a,
-		      struct kevd *evd, u16 to_port, u8 seed, bool hold)
+		      struct kevd *evd, u16 to_port, u8 seed,
+		      struct kc_hold *hold)
 {
 	struct kevd_cm_attr attr = {
 		.conn_evd = evd, .ep = a,
@@ -221,8 +241,6 @@ static int kc_connect(struct kc_dev *d, struct kc_active *a,
 
 	memset(a, 0, sizeof(*a));
 	init_completion(&a->failed);
-	init_completion(&a->at_route);
-	init_completion(&a->go);
 	a->hold = hold;
 	a->pd = d->pd;
 	a->qp_attr.send_cq = kevd_cq(evd);
@@ -305,7 +323,7 @@ static int kc_reject_once(struct kc_dev *d)
 	void *cr;
 	int ret;
 
-	ret = kc_connect(d, &a, d->a_evd, port, 1, false);
+	ret = kc_connect(d, &a, d->a_evd, port, 1, NULL);
 	cr = ret ? NULL : kc_request(d, 1);
 	if (!cr) {
 		kc_active_end(&a);
@@ -502,7 +520,7 @@ static int kc_establish(struct kc_dev *d, struct kc_active *a,
 	int est = 0, ret;
 	void *cr;
 
-	ret = kc_connect(d, a, d->a_evd, port, 3, false);
+	ret = kc_connect(d, a, d->a_evd, port, 3, NULL);
 	cr = ret ? NULL : kc_request(d, 3);
 	if (!cr)
 		return ret ?: -EIO;
@@ -604,22 +622,86 @@ static int kc_flushed(struct kc_dev *d, struct kevd *evd, u64 cookie, u32 n)
 }
 
 /*
- * One connection held, KC_HELD receives posted on each side, until the
- * device goes: each bound id's DEVICE_REMOVAL comes to the async EVD as
+ * A request to the listener left pending, with the QP its accepter made
+ * on kevd_cr_id() completing into @evd (*@cr: its handle; @b: the
+ * requester, whose QP completes into the requester's EVD).
+ */
+static int kc_pend(struct kc_dev *d, struct kc_active *b, struct kevd *evd,
+		   void **cr)
+{
+	struct ib_qp_init_attr qp_attr;
+	struct rdma_cm_id *id;
+	int ret;
+
+	ret = kc_connect(d, b, d->a_evd, port, 7, NULL);
+	*cr = ret ? NULL : kc_request(d, 7);
+	if (!*cr)
+		return ret ?: -EIO;
+	id = kevd_cr_id(*cr);
+	if (!id)
+		return -EINVAL;
+	qp_attr = b->qp_attr;
+	qp_attr.send_cq = kevd_cq(evd);
+	qp_attr.recv_cq = kevd_cq(evd);
+	return rdma_create_qp(id, d->pd, &qp_attr);
+}
+
+/*
+ * With @removed, rdma_cm's DEVICE_REMOVAL must end the pending request
+ * (its handle goes stale) and kevd destroy its QP: @evd can be freed.
+ * Either way, the request and its requester end here.
+ */
+static int kc_pend_end(struct kc_dev *d, struct kc_active *b,
+		       struct kevd *evd, void *cr, bool removed)
+{
+	unsigned long end = jiffies + KC_WAIT;
+	int ret = 0, err;
+
+	/* rdma_cm goes through the device's ids one after the other */
+	while (removed && cr && kevd_cr_id(cr) && time_before(jiffies, end))
+		schedule_timeout_uninterruptible(1);
+	if (cr && kevd_cr_id(cr)) {
+		if (removed) {
+			pr_err("kevd-e2e-cm-removal: %s: the pending request outlived the removal\n",
+			       d->name);
+			ret = -EIO;
+		}
+		kevd_cr_reject(cr, NULL, 0);
+	}
+	kc_active_end(b);
+	if (IS_ERR_OR_NULL(evd))
+		return ret;
+	err = kevd_free(evd);
+	if (err)
+		pr_err("kevd-e2e-cm-removal: %s: the pending request's EVD: %d\n",
+		       d->name, err);
+	return ret ?: err;
+}
+
+/*
+ * One connection held, KC_HELD receives posted on each side, and a
+ * request left pending with its QP (kc_pend()), until the device goes:
+ * each bound id's DEVICE_REMOVAL comes to the async EVD as
  * IA_CATASTROPHIC (rdma_cm then waits until the ids are destroyed, ib_core
  * until the device reference is dropped). Then the documented order from
  * this thread: both QPs to error, every receive back flushed, the ids and
- * their QPs destroyed; kc_teardown() does the rest.
+ * their QPs destroyed, the pending request checked (kc_pend_end());
+ * kc_teardown() does the rest.
  */
 static int kc_hold_until_removed(struct kc_dev *d, int *catastrophic)
 {
 	struct ib_qp_attr qattr = { .qp_state = IB_QPS_ERR };
 	struct rdma_cm_id *pid = NULL;
+	struct kc_active a, *b;
+	struct kevd *r_evd = NULL;
 	struct kevd_event ev;
-	struct kc_active a;
+	void *cr = NULL;
 	u32 nmore;
-	int i, ret;
+	int i, ret, err;
 
+	b = kzalloc(sizeof(*b), GFP_KERNEL);	/* the stack holds one */
+	if (!b)
+		return -ENOMEM;
 	ret = kc_establish(d, &a, &pid, true);
 	if (!ret)
 		ret = kc_traffic(d);
@@ -627,6 +709,11 @@ static int kc_hold_until_removed(struct kc_dev *d, int *catastrophic)
 		ret = kc_post(d, a.id->qp, false, 300 + i, 2 * KC_MSGS + i);
 		ret = ret ?: kc_post(d, pid->qp, false, 400 + i,
 				     3 * KC_MSGS + i);
+	}
+	if (!ret) {
+		r_evd = kc_evd(d, KEVD_DTO_FLAG, d->async);
+		ret = IS_ERR(r_evd) ? PTR_ERR(r_evd) :
+				      kc_pend(d, b, r_evd, &cr);
 	}
 	if (!ret) {
 		pr_info("kevd-e2e-cm-removal device=%s running\n", d->name);
@@ -643,7 +730,9 @@ static int kc_hold_until_removed(struct kc_dev *d, int *catastrophic)
 		ret = ret ?: kc_flushed(d, d->p_evd, 400, KC_HELD);
 	}
 	kc_connection_end(d, &a, pid);
-	return ret;
+	err = kc_pend_end(d, b, r_evd, cr, !ret);
+	kfree(b);
+	return ret ?: err;
 }
 
 /* --- memory registration without a global rkey -------------------------- */
@@ -837,19 +926,6 @@ static int kc_mr_round(struct kc_dev *d)
 	return ret;
 }
 
-static struct kevd *kc_evd(struct kc_dev *d, u32 flags, struct kevd *async)
-{
-	struct kevd_attr attr;
-
-	kevd_attr_init(&attr);
-	attr.qlen = KC_QLEN;
-	attr.flags = flags;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	attr.cq_depth = 4 * KC_FLUSH;
-	attr.async_evd = async;
-	return kevd_create(flags & KEVD_DTO_FLAG ? d->dev : NULL, &attr);
-}
-
 /* The destroying thread of kc_destroy_round(). */
 static int kc_destroyer(void *arg)
 {
@@ -886,24 +962,27 @@ static int kc_destroy_round(struct kc_dev *d)
 {
 	struct task_struct *t;
 	struct kc_active a;
+	struct kc_hold hold;
 	struct kevd *evd;
 	int ret;
 
 	evd = kc_evd(d, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, d->async);
 	if (IS_ERR(evd))
 		return PTR_ERR(evd);
-	ret = kc_connect(d, &a, evd, port + 1, 6, true);
-	if (!ret && !wait_for_completion_timeout(&a.at_route, KC_WAIT))
+	init_completion(&hold.at_route);
+	init_completion(&hold.go);
+	ret = kc_connect(d, &a, evd, port + 1, 6, &hold);
+	if (!ret && !wait_for_completion_timeout(&hold.at_route, KC_WAIT))
 		ret = -ETIMEDOUT;
 	if (ret) {
-		complete(&a.go);
+		complete(&hold.go);
 		kc_active_end(&a);
 		kevd_free(evd);
 		return ret;
 	}
 	t = kthread_create(kc_destroyer, &a, "kevd_connect_destroy");
 	if (IS_ERR(t)) {
-		complete(&a.go);
+		complete(&hold.go);
 		kc_active_end(&a);
 		kevd_free(evd);
 		return PTR_ERR(t);
@@ -915,7 +994,7 @@ static int kc_destroy_round(struct kc_dev *d)
 		       d->name);
 		ret = -EIO;
 	}
-	complete(&a.go);
+	complete(&hold.go);
 	kthread_stop(t);
 	put_task_struct(t);
 	if (!ret && !a.qp_made) {
@@ -940,7 +1019,7 @@ static void kc_no_listener(struct kc_dev *d)
 	u32 nmore;
 	int i, ret, err;
 
-	err = kc_connect(d, &a, d->a_evd, port + 1, 5, false);
+	err = kc_connect(d, &a, d->a_evd, port + 1, 5, NULL);
 	ret = err ?: -ETIMEDOUT;
 	/* an event, or the connect failing in the handler: look for both */
 	for (i = 0; !err && i < 300 && !completion_done(&a.failed); i++) {
