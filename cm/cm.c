@@ -30,6 +30,10 @@
  *     across taking a handle out of kevd_crs, so that a request is on its
  *     listener's list exactly while its handle is valid. Nothing sleeps
  *     under it and no rdma_cm call is made under it;
+ *   - a listener that goes in its own handler (the consumer's returned
+ *     non-zero) leaves its requests to a work item (kevd_cm_orphans):
+ *     ending one takes its handler mutex, and rdma_cm holds the
+ *     listener's, of the same lock class, while the handler runs;
  *   - kevd_cr_accept() sets the EVDs of a request under the id's handler
  *     mutex (rdma_lock_handler()), so the handler never sees them change;
  *   - an endpoint whose QP completes into its connection EVD's CQ gates
@@ -49,6 +53,7 @@
 #include <linux/in6.h>
 #include <linux/module.h>
 #include <linux/slab.h>
+#include <linux/workqueue.h>
 #include <linux/xarray.h>
 #include <rdma/ib.h>
 #include <rdma/ib_cm.h>
@@ -267,23 +272,80 @@ static void kevd_cr_end(struct kevd_cm *req, const void *pdata, u8 len)
 	kevd_cm_release(req);
 }
 
-/* A listener goes: reject the requests nobody accepted or rejected. */
-static void kevd_cm_end_requests(struct kevd_cm *cm)
+/* Move listener @cm's pending requests to @to: their handles go stale. */
+static void kevd_cm_take_requests(struct kevd_cm *cm, struct list_head *to)
 {
 	struct kevd_cm *req, *tmp;
-	LIST_HEAD(mine);
 
-	mutex_lock(&kevd_cm_mutex);
+	lockdep_assert_held(&kevd_cm_mutex);
 	list_for_each_entry_safe(req, tmp, &cm->requests, request_node) {
 		xa_erase(&kevd_crs, req->handle);
 		WRITE_ONCE(req->handle, 0);
-		list_move_tail(&req->request_node, &mine);
+		list_move_tail(&req->request_node, to);
 	}
-	mutex_unlock(&kevd_cm_mutex);
-	list_for_each_entry_safe(req, tmp, &mine, request_node) {
+}
+
+static void kevd_cr_end_all(struct list_head *reqs)
+{
+	struct kevd_cm *req, *tmp;
+
+	list_for_each_entry_safe(req, tmp, reqs, request_node) {
 		list_del_init(&req->request_node);
 		kevd_cr_end(req, NULL, 0);
 	}
+}
+
+/* A listener goes: reject the requests nobody accepted or rejected. */
+static void kevd_cm_end_requests(struct kevd_cm *cm)
+{
+	LIST_HEAD(mine);
+
+	mutex_lock(&kevd_cm_mutex);
+	kevd_cm_take_requests(cm, &mine);
+	mutex_unlock(&kevd_cm_mutex);
+	kevd_cr_end_all(&mine);
+}
+
+/* Requests whose listener went from its own handler; under kevd_cm_mutex. */
+static LIST_HEAD(kevd_cm_orphans);
+
+static void kevd_cm_orphans_end(struct work_struct *work)
+{
+	LIST_HEAD(mine);
+
+	mutex_lock(&kevd_cm_mutex);
+	list_splice_init(&kevd_cm_orphans, &mine);
+	mutex_unlock(&kevd_cm_mutex);
+	kevd_cr_end_all(&mine);
+}
+
+static DECLARE_WORK(kevd_cm_orphan_work, kevd_cm_orphans_end);
+
+/*
+ * kevd_cm_end_requests() from listener @cm's own handler, which rdma_cm
+ * runs under the listener's handler mutex: ending a request takes its
+ * handler mutex and destroys its id, so a work item ends them, after.
+ */
+static void kevd_cm_orphan_requests(struct kevd_cm *cm)
+{
+	bool any;
+
+	mutex_lock(&kevd_cm_mutex);
+	any = !list_empty(&cm->requests);
+	kevd_cm_take_requests(cm, &kevd_cm_orphans);
+	mutex_unlock(&kevd_cm_mutex);
+	if (any)
+		schedule_work(&kevd_cm_orphan_work);
+}
+
+/**
+ * kevd_cm_exit() - end the requests of listeners that went in a handler.
+ *
+ * Context: process context, at kevd's exit; sleeps.
+ */
+void kevd_cm_exit(void)
+{
+	flush_work(&kevd_cm_orphan_work);
 }
 
 /* --- the handler ---------------------------------------------------------- */
@@ -329,7 +391,7 @@ static int kevd_cm_chain(struct kevd_cm *cm, struct rdma_cm_id *id,
 
 	if (ret) {
 		/* rdma_cm destroys the id: the binding goes first */
-		kevd_cm_end_requests(cm);
+		kevd_cm_orphan_requests(cm);
 		kevd_cm_release(cm);
 		return ret;
 	}

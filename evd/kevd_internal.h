@@ -351,6 +351,9 @@ struct kevd {
 int kevd_cm_hold(struct kevd *evd, u32 flag);
 void kevd_cm_unhold(struct kevd *evd);
 
+/* cm/cm.c */
+void kevd_cm_exit(void);
+
 /* evd/ring.c: the ring as a data structure; it calls nothing outside */
 int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom);
 void kevd_ring_destroy(struct kevd_ring *ring);

@@ -83,6 +83,7 @@ static int __init kevd_init(void)
 static void __exit kevd_exit(void)
 {
 	unregister_module_notifier(&kevd_module_nb);
+	kevd_cm_exit();
 	/* built-in creators only: a module's EVDs went with it */
 	kevd_reap(NULL, "the kernel");
 	kevd_debugfs_exit();

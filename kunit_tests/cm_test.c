@@ -473,6 +473,45 @@ static void kevd_cm_request_events_stay_kevds(struct kunit *test)
 }
 
 /*
+ * A listener whose consumer handler returns non-zero (rdma_cm then
+ * destroys the listener) ends its pending requests as
+ * kevd_cm_destroy_id() does: their handles go stale at once. The handler
+ * runs under the listener's handler mutex, as rdma_cm calls it, and
+ * ending a request takes the request's (lockdep: recursive locking), so
+ * the ids go after the handler returns.
+ */
+static void kevd_cm_listener_refuses_an_event(struct kunit *test)
+{
+	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	struct kevd_cm_attr attr = { };
+	struct rdma_cm_id *lid, *req;
+	struct kevd *cr_evd;
+	struct kevd_event ev;
+	int ret;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	cr_evd = cm_evd(test, 16, KEVD_CR_FLAG, NULL);
+	lid = cm_id(test, c);
+	attr.cr_evd = cr_evd;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(lid, &attr), 0);
+	req = cm_request(test, lid, 11, NULL, 0, &ret);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(cr_evd, &ev), 0);
+	KUNIT_EXPECT_PTR_EQ(test, kevd_cr_id(ev.cr.cr), req);
+
+	c->ret = -ENOENT;
+	rdma_lock_handler(lid);		/* as rdma_cm runs a handler */
+	ret = cm_fire(lid, RDMA_CM_EVENT_ADDR_CHANGE, 0, NULL, 0);
+	rdma_unlock_handler(lid);
+	KUNIT_EXPECT_EQ(test, ret, -ENOENT);
+	KUNIT_EXPECT_EQ(test, c->calls, 1);
+	rdma_destroy_id(lid);		/* what rdma_cm does on non-zero */
+	KUNIT_EXPECT_NULL(test, kevd_cr_id(ev.cr.cr));
+	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, NULL, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_free(cr_evd), 0);
+}
+
+/*
  * Binding needs an id, a CR or connection EVD, and EVDs with their
  * streams; an id binds once. A consumer handler that returns non-zero
  * (rdma_cm then destroys the id) ends the binding: its EVDs are free.
@@ -520,6 +559,7 @@ static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_request_and_reject),
 	KUNIT_CASE(kevd_cm_requests_end),
 	KUNIT_CASE(kevd_cm_request_events_stay_kevds),
+	KUNIT_CASE(kevd_cm_listener_refuses_an_event),
 	KUNIT_CASE(kevd_cm_bind_checks),
 	{}
 };
