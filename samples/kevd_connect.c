@@ -173,7 +173,8 @@ static int kc_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		if (a->hold) {
 			complete(&a->hold->at_route);
-			wait_for_completion_timeout(&a->hold->go, KC_WAIT);
+			/* kc_destroy_round() completes it on every path */
+			wait_for_completion_timeout(&a->hold->go, 2 * KC_WAIT);
 		}
 		ret = rdma_create_qp(id, a->pd, &a->qp_attr);
 		a->qp_made = !ret;
@@ -964,7 +965,7 @@ static int kc_destroy_round(struct kc_dev *d)
 	struct kc_active a;
 	struct kc_hold hold;
 	struct kevd *evd;
-	int ret;
+	int ret, err;
 
 	evd = kc_evd(d, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, d->async);
 	if (IS_ERR(evd))
@@ -997,12 +998,15 @@ static int kc_destroy_round(struct kc_dev *d)
 	complete(&hold.go);
 	kthread_stop(t);
 	put_task_struct(t);
+	if (!READ_ONCE(a.destroying))	/* stopped before it began */
+		kc_active_end(&a);
 	if (!ret && !a.qp_made) {
 		pr_err("kevd-e2e-cm: %s: no QP made in the handler: %d\n",
 		       d->name, a.err);
 		ret = -EIO;
 	}
-	ret = ret ?: kevd_free(evd);
+	err = kevd_free(evd);
+	ret = ret ?: err;
 	if (!ret)
 		d->destroyed++;
 	else
