@@ -627,8 +627,8 @@ static int kc_flushed(struct kc_dev *d, struct kevd *evd, u64 cookie, u32 n)
  * on kevd_cr_id() completing into @evd (*@cr: its handle; @b: the
  * requester, whose QP completes into the requester's EVD).
  */
-static int kc_pend(struct kc_dev *d, struct kc_active *b, struct kevd *evd,
-		   void **cr)
+static noinline_for_stack int kc_pend(struct kc_dev *d, struct kc_active *b,
+				      struct kevd *evd, void **cr)
 {
 	struct ib_qp_init_attr qp_attr;
 	struct rdma_cm_id *id;
@@ -649,11 +649,13 @@ static int kc_pend(struct kc_dev *d, struct kc_active *b, struct kevd *evd,
 
 /*
  * With @removed, rdma_cm's DEVICE_REMOVAL must end the pending request
- * (its handle goes stale) and kevd destroy its QP: @evd can be freed.
- * Either way, the request and its requester end here.
+ * (its handle goes stale) and kevd destroy its QP: @evd can be freed
+ * then. Either way, the request and its requester end here.
  */
-static int kc_pend_end(struct kc_dev *d, struct kc_active *b,
-		       struct kevd *evd, void *cr, bool removed)
+static noinline_for_stack int kc_pend_end(struct kc_dev *d,
+					  struct kc_active *b,
+					  struct kevd *evd, void *cr,
+					  bool removed)
 {
 	unsigned long end = jiffies + KC_WAIT;
 	int ret = 0, err;
@@ -672,7 +674,16 @@ static int kc_pend_end(struct kc_dev *d, struct kc_active *b,
 	kc_active_end(b);
 	if (IS_ERR_OR_NULL(evd))
 		return ret;
-	err = kevd_free(evd);
+	/*
+	 * The removal takes the handle first, then destroys the QP: the EVD
+	 * is busy until it has. Without the removal, it is free at once.
+	 */
+	for (;;) {
+		err = kevd_free(evd);
+		if (err != -EBUSY || !removed || !time_before(jiffies, end))
+			break;
+		schedule_timeout_uninterruptible(1);
+	}
 	if (err)
 		pr_err("kevd-e2e-cm-removal: %s: the pending request's EVD: %d\n",
 		       d->name, err);
