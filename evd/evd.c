@@ -341,6 +341,7 @@ int kevd_free(struct kevd *evd)
 	spin_unlock_irqrestore(&evd->lock, flags);
 
 	/* No upcall in progress, the poller has let go: then the CQ. */
+	kevd_poll_shed_current();
 	wait_event(evd->wq, !atomic_read(&evd->upcalls_running));
 	kevd_poll_wait_idle(evd);
 	kevd_cq_destroy(evd);

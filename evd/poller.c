@@ -37,7 +37,10 @@
  * its own EVD, except, once, the EVDs already queued behind its first
  * slow batch (with a single poller, all of them). Fast upcalls pass
  * nothing: handing the queue over at every batch made two pollers trade
- * it back and forth, a wake-up per pass.
+ * it back and forth, a wake-up per pass. A poller whose upcall waits in
+ * kevd_free() for another poller to let go of an EVD passes what it
+ * holds on too, and takes that EVD back if it is passed to it
+ * (kevd_poll_wait_idle()).
  *
  * Locking (the order is in kevd_internal.h): poller->lock guards the run
  * list only. The round's lists (todo, again) belong to the poller thread:
@@ -348,25 +351,70 @@ static bool kevd_poller_unqueue(struct kevd_poller *p, struct kevd *evd)
 	return found;
 }
 
+static void kevd_poller_shed(struct kevd_poller *p);
+
+static bool kevd_poll_idle(struct kevd *evd)
+{
+	return !(READ_ONCE(evd->poll_state) & BIT(KEVD_POLL_SCHED));
+}
+
+/**
+ * kevd_poll_shed_current() - a poller's upcall is about to block.
+ *
+ * From a poller thread (an upcall that waits for another EVD's upcalls to
+ * end, or for a poller to let go of it): pass the EVDs the thread holds
+ * to the next poller, so that none of them, the one waited for perhaps,
+ * waits for the wait. No-op elsewhere.
+ *
+ * Context: process context.
+ */
+void kevd_poll_shed_current(void)
+{
+	struct kevd_poller *p = kevd_current_poller();
+
+	if (p)
+		kevd_poller_shed(p);
+}
+
 /**
  * kevd_poll_wait_idle() - wait until no poller owns a dead EVD.
  * @evd: an EVD with KEVD_POLL_DEAD set.
  *
  * From a poller thread (an upcall that frees another EVD), @evd may be
  * queued on that very poller, which cannot make the pass this waits for:
- * it lets go of @evd itself. A poller never waits for itself.
+ * it lets go of @evd itself. A poller never waits for itself. Nor does it
+ * sleep on what it holds: it passes its queued EVDs to the next poller,
+ * and an EVD passed to it (by a poller shedding before a slow upcall, or
+ * one that waits as this one does) wakes it to look again. So @evd, if
+ * another poller held it, comes back to it, and two pollers that wait
+ * for each other's EVDs do not both sleep.
  *
  * Context: process context; sleeps.
  */
 void kevd_poll_wait_idle(struct kevd *evd)
 {
 	struct kevd_poller *p = kevd_current_poller();
+	bool others;
 
 	might_sleep();
-	if (p && kevd_poller_unqueue(p, evd))
-		kevd_poll_complete(p, evd);
-	wait_var_event(&evd->poll_state,
-		       !(READ_ONCE(evd->poll_state) & BIT(KEVD_POLL_SCHED)));
+	if (!p) {
+		wait_var_event(&evd->poll_state, kevd_poll_idle(evd));
+		return;
+	}
+	/* alone, @p has nobody to pass EVDs to: it waits for the let-go */
+	others = kevd_poller_next(p) != p;
+	for (;;) {
+		if (kevd_poller_unqueue(p, evd))
+			kevd_poll_complete(p, evd);
+		if (kevd_poll_idle(evd))
+			return;
+		kevd_poller_shed(p);
+		wait_var_event(&evd->poll_state,
+			       kevd_poll_idle(evd) ||
+			       (others &&
+				/* racy peek: a later enqueue wakes us */
+				!data_race(list_empty(&p->run_list))));
+	}
 }
 
 /**

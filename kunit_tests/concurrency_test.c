@@ -552,6 +552,156 @@ static void kevd_conc_slow_upcall_sheds(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, atomic_read(&s->a_calls), 2);
 }
 
+/*
+ * kevd_conc_free_queued_elsewhere: an upcall on poller 1 frees B while B
+ * waits, queued, on poller 0; poller 0 then passes B to poller 1 (its
+ * next EVD, C, is slow). Before the fix poller 1 slept on, woken by the
+ * shed but not looking at what came: neither poller made B's pass again.
+ */
+struct qfree {
+	struct kevd *victim;
+	struct task_struct *freer;
+	struct completion w_entered, w_release, x_entered, x_release;
+	struct completion c_slow_done, freed;
+	atomic_t c_calls;
+	int free_ret;
+};
+
+/* W, X: the first call blocks its poller until the test releases it. */
+static void qf_w_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qfree *q = ctx;
+
+	complete(&q->w_entered);
+	wait_for_completion(&q->w_release);
+}
+
+static void qf_x_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qfree *q = ctx;
+
+	complete(&q->x_entered);
+	wait_for_completion(&q->x_release);
+}
+
+static void qf_c_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qfree *q = ctx;
+
+	if (atomic_inc_return(&q->c_calls) == 1) {
+		/* The stimulus (a slow upcall), not a synchronisation. */
+		msleep(20);
+		complete(&q->c_slow_done);
+	}
+}
+
+static void qf_f_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qfree *q = ctx;
+
+	WRITE_ONCE(q->freer, current);
+	q->free_ret = kevd_free(q->victim);
+	complete(&q->freed);
+}
+
+static void qf_nop_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+}
+
+static struct kevd *qf_create(struct kunit *test, kevd_upcall_func fn,
+			      void *ctx, int cpu)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall.func = fn;
+	attr.upcall.ctx = ctx;
+	attr.cpu = cpu;
+	evd = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
+/* Until @t sleeps uninterruptibly; false if the bound runs out. */
+static bool qf_asleep(struct task_struct *const *t)
+{
+	unsigned long end = jiffies + KEVD_TEST_WAIT;
+	struct task_struct *task;
+
+	for (;;) {
+		task = READ_ONCE(*t);
+		if (task && READ_ONCE(task->__state) == TASK_UNINTERRUPTIBLE)
+			return true;
+		if (time_after(jiffies, end))
+			return false;
+		schedule_timeout_uninterruptible(1);
+	}
+}
+
+/*
+ * An upcall that frees an EVD another poller holds queued, and that
+ * poller passes it on (a slow upcall comes first): the freeing poller
+ * takes it back and lets go of it, and kevd_free() returns. Both pollers
+ * in upcalls when B and C are posted puts them on their home, poller 0,
+ * behind each other.
+ */
+static void kevd_conc_free_queued_elsewhere(struct kunit *test)
+{
+	struct kevd *w, *x, *c, *b, *f;
+	struct qfree *q;
+	long left;
+
+	if (kevd_nr_pollers() != 2 || !cpu_online(1))
+		kunit_skip(test, "needs two pollers, on CPUs 0 and 1");
+	q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, q);
+	init_completion(&q->w_entered);
+	init_completion(&q->w_release);
+	init_completion(&q->x_entered);
+	init_completion(&q->x_release);
+	init_completion(&q->c_slow_done);
+	init_completion(&q->freed);
+	w = qf_create(test, qf_w_upcall, q, 1);
+	f = qf_create(test, qf_f_upcall, q, 1);
+	x = qf_create(test, qf_x_upcall, q, 0);
+	c = qf_create(test, qf_c_upcall, q, 0);
+	b = qf_create(test, qf_nop_upcall, q, 0);
+	q->victim = b;
+
+	/* C is slow from now on: poller 0 sheds before its next batch */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(c, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->c_slow_done,
+							  KEVD_TEST_WAIT), 0);
+	/* both pollers inside upcalls */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(w, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->w_entered,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(x, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->x_entered,
+							  KEVD_TEST_WAIT), 0);
+	/* C, then B, queued on poller 0; F on poller 1, after W */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(c, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(b, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(f, NULL), 0);
+	complete(&q->w_release);
+	/* F's upcall on poller 1 waits in kevd_free(B) */
+	KUNIT_EXPECT_TRUE(test, qf_asleep(&q->freer));
+	/* poller 0 goes on: C's batch sheds B to poller 1 */
+	complete(&q->x_release);
+	left = wait_for_completion_timeout(&q->freed, KEVD_TEST_WAIT);
+	KUNIT_ASSERT_GT_MSG(test, left, 0, "kevd_free() from F's upcall hangs");
+	KUNIT_EXPECT_EQ(test, q->free_ret, 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&q->c_calls), 2);
+	KUNIT_EXPECT_EQ(test, kevd_free(f), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(c), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(x), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(w), 0);
+}
+
 static int resizer_sizes[] = { 4, 64, 16, 1024, 8, 200, 2 };
 
 /*
@@ -747,6 +897,7 @@ static struct kunit_case kevd_conc_cases[] = {
 	KUNIT_CASE(kevd_conc_teardown_under_load),
 	KUNIT_CASE(kevd_conc_free_waits_for_upcall),
 	KUNIT_CASE(kevd_conc_slow_upcall_sheds),
+	KUNIT_CASE(kevd_conc_free_queued_elsewhere),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_load),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_upcalls),
 	KUNIT_CASE(kevd_conc_cpu_hotplug),
