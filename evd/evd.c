@@ -791,8 +791,12 @@ int kevd_set_unwaitable(struct kevd *evd, bool unwaitable)
 		WRITE_ONCE(evd->state, evd->state | KEVD_STATE_UNWAITABLE);
 	else
 		WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_UNWAITABLE);
-	spin_unlock_irqrestore(&evd->lock, flags);
+	/*
+	 * Under the lock: the waiter unregisters under it, and may then
+	 * free the EVD (cancel, then free) before a wake-up after it.
+	 */
 	wake_up(&evd->wq);
+	spin_unlock_irqrestore(&evd->lock, flags);
 	return 0;
 }
 EXPORT_SYMBOL_GPL(kevd_set_unwaitable);
