@@ -431,24 +431,44 @@ static void kevd_cm_requests_end(struct kunit *test)
  * request stays pending, and its handle still works. DEVICE_REMOVAL ends
  * a pending request, and its handle with it.
  */
+/* A listener on @cr_evd with consumer handler @c: @lid, bound. */
+static struct rdma_cm_id *cm_listener(struct kunit *test, struct cm_chain *c,
+				      struct kevd *cr_evd)
+{
+	struct kevd_cm_attr attr = { .cr_evd = cr_evd };
+	struct rdma_cm_id *lid = cm_id(test, c);
+
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(lid, &attr), 0);
+	return lid;
+}
+
+/* A request to @lid that kevd took, its CR event taken from @cr_evd. */
+static struct rdma_cm_id *cm_pending(struct kunit *test, struct rdma_cm_id *lid,
+				     struct kevd *cr_evd, u16 port,
+				     struct kevd_event *ev)
+{
+	struct rdma_cm_id *req;
+	int ret;
+
+	req = cm_request(test, lid, port, NULL, 0, &ret);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(cr_evd, ev), 0);
+	KUNIT_EXPECT_PTR_EQ(test, kevd_cr_id(ev->cr.cr), req);
+	return req;
+}
+
 static void kevd_cm_request_events_stay_kevds(struct kunit *test)
 {
 	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
-	struct kevd_cm_attr attr = { };
 	struct rdma_cm_id *lid, *req;
 	struct kevd *cr_evd;
 	struct kevd_event ev;
-	int ret;
 
 	KUNIT_ASSERT_NOT_NULL(test, c);
 	cr_evd = cm_evd(test, 16, KEVD_CR_FLAG, NULL);
-	lid = cm_id(test, c);
-	attr.cr_evd = cr_evd;
-	KUNIT_ASSERT_EQ(test, kevd_cm_bind(lid, &attr), 0);
+	lid = cm_listener(test, c, cr_evd);
 	c->ret = -ENOENT;	/* a handler that refuses what it does not know */
-	req = cm_request(test, lid, 9, NULL, 0, &ret);
-	KUNIT_ASSERT_EQ(test, ret, 0);
-	KUNIT_ASSERT_EQ(test, kevd_dequeue(cr_evd, &ev), 0);
+	req = cm_pending(test, lid, cr_evd, 9, &ev);
 
 	KUNIT_ASSERT_EQ(test, cm_fire(req, RDMA_CM_EVENT_REJECTED,
 				      IB_CM_REJ_TIMEOUT, NULL, 0), 0);
@@ -459,9 +479,7 @@ static void kevd_cm_request_events_stay_kevds(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, NULL, 0), 0);
 
 	/* DEVICE_REMOVAL ends a pending request: rdma_cm destroys its id */
-	req = cm_request(test, lid, 10, NULL, 0, &ret);
-	KUNIT_ASSERT_EQ(test, ret, 0);
-	KUNIT_ASSERT_EQ(test, kevd_dequeue(cr_evd, &ev), 0);
+	req = cm_pending(test, lid, cr_evd, 10, &ev);
 	KUNIT_EXPECT_NE(test, cm_fire(req, RDMA_CM_EVENT_DEVICE_REMOVAL, 0,
 				      NULL, 0), 0);
 	rdma_destroy_id(req);		/* what rdma_cm does on non-zero */
@@ -483,21 +501,15 @@ static void kevd_cm_request_events_stay_kevds(struct kunit *test)
 static void kevd_cm_listener_refuses_an_event(struct kunit *test)
 {
 	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
-	struct kevd_cm_attr attr = { };
-	struct rdma_cm_id *lid, *req;
+	struct rdma_cm_id *lid;
 	struct kevd *cr_evd;
 	struct kevd_event ev;
 	int ret;
 
 	KUNIT_ASSERT_NOT_NULL(test, c);
 	cr_evd = cm_evd(test, 16, KEVD_CR_FLAG, NULL);
-	lid = cm_id(test, c);
-	attr.cr_evd = cr_evd;
-	KUNIT_ASSERT_EQ(test, kevd_cm_bind(lid, &attr), 0);
-	req = cm_request(test, lid, 11, NULL, 0, &ret);
-	KUNIT_ASSERT_EQ(test, ret, 0);
-	KUNIT_ASSERT_EQ(test, kevd_dequeue(cr_evd, &ev), 0);
-	KUNIT_EXPECT_PTR_EQ(test, kevd_cr_id(ev.cr.cr), req);
+	lid = cm_listener(test, c, cr_evd);
+	cm_pending(test, lid, cr_evd, 11, &ev);
 
 	c->ret = -ENOENT;
 	rdma_lock_handler(lid);		/* as rdma_cm runs a handler */

@@ -611,19 +611,10 @@ static void qf_nop_upcall(void *ctx, const struct kevd_event *ev, bool more)
 static struct kevd *qf_create(struct kunit *test, kevd_upcall_func fn,
 			      void *ctx, int cpu)
 {
-	struct kevd_attr attr;
-	struct kevd *evd;
+	struct kevd_upcall up = { fn, ctx };
 
-	kevd_attr_init(&attr);
-	attr.qlen = 16;
-	attr.flags = KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall.func = fn;
-	attr.upcall.ctx = ctx;
-	attr.cpu = cpu;
-	evd = kevd_create(NULL, &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
-	return evd;
+	return kevd_test_create_on(test, 16, KEVD_SOFTWARE_FLAG,
+				   KEVD_UPCALL_SINGLE_INSTANCE, &up, 0, cpu);
 }
 
 /* Until @t sleeps uninterruptibly; false if the bound runs out. */

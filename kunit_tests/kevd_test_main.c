@@ -12,19 +12,20 @@
 #include "kevd_test.h"
 
 /**
- * kevd_test_create() - create a software-stream EVD freed after the test.
+ * kevd_test_create_on() - create a software-stream EVD freed after the test.
  * @test: the test.
  * @qlen: queue length.
  * @flags: stream flags.
  * @policy: upcall policy.
  * @upcall: upcall object, or NULL.
  * @flag: upcall flag.
+ * @cpu: the CPU whose poller serves it.
  *
  * Return: the EVD; the test fails (and stops) if creation fails.
  */
-struct kevd *kevd_test_create(struct kunit *test, u32 qlen, u32 flags,
-			      int policy, const struct kevd_upcall *upcall,
-			      int flag)
+struct kevd *kevd_test_create_on(struct kunit *test, u32 qlen, u32 flags,
+				 int policy, const struct kevd_upcall *upcall,
+				 int flag, int cpu)
 {
 	struct kevd_attr attr;
 	struct kevd *evd;
@@ -36,10 +37,18 @@ struct kevd *kevd_test_create(struct kunit *test, u32 qlen, u32 flags,
 	if (upcall)
 		attr.upcall = *upcall;
 	attr.upcall_flag = flag;
-	attr.cpu = 0;
+	attr.cpu = cpu;
 	evd = kevd_create(NULL, &attr);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
 	return evd;
+}
+
+/* kevd_test_create_on() on CPU 0's poller. */
+struct kevd *kevd_test_create(struct kunit *test, u32 qlen, u32 flags,
+			      int policy, const struct kevd_upcall *upcall,
+			      int flag)
+{
+	return kevd_test_create_on(test, qlen, flags, policy, upcall, flag, 0);
 }
 
 struct kevd_flush {
@@ -61,18 +70,11 @@ static struct task_struct *kevd_flush_marker(struct kunit *test, int home)
 {
 	struct kevd_flush f = { .done = COMPLETION_INITIALIZER_ONSTACK(f.done) };
 	struct kevd_upcall up = { kevd_flush_upcall, &f };
-	struct kevd_attr attr;
 	struct kevd *marker;
 
-	kevd_attr_init(&attr);
-	attr.qlen = 4;
-	attr.flags = KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = up;
-	attr.upcall_flag = KEVD_UPCALL_INVOC_NEW;
-	attr.cpu = home;
-	marker = kevd_create(NULL, &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, marker);
+	marker = kevd_test_create_on(test, 4, KEVD_SOFTWARE_FLAG,
+				     KEVD_UPCALL_SINGLE_INSTANCE, &up,
+				     KEVD_UPCALL_INVOC_NEW, home);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(marker, NULL), 0);
 	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&f.done,
 							  KEVD_TEST_WAIT), 0);
