@@ -562,7 +562,7 @@ struct qfree {
 	struct kevd *victim;
 	struct task_struct *freer;
 	struct completion w_entered, w_release, x_entered, x_release;
-	struct completion c_slow_done, freed;
+	struct completion c_slow_done, c_again, freed;
 	atomic_t c_calls;
 	int free_ret;
 };
@@ -592,6 +592,8 @@ static void qf_c_upcall(void *ctx, const struct kevd_event *ev, bool more)
 		/* The stimulus (a slow upcall), not a synchronisation. */
 		msleep(20);
 		complete(&q->c_slow_done);
+	} else {
+		complete(&q->c_again);	/* the batch whose begin shed B */
 	}
 }
 
@@ -655,6 +657,7 @@ static void kevd_conc_free_queued_elsewhere(struct kunit *test)
 	init_completion(&q->x_entered);
 	init_completion(&q->x_release);
 	init_completion(&q->c_slow_done);
+	init_completion(&q->c_again);
 	init_completion(&q->freed);
 	w = qf_create(test, qf_w_upcall, q, 1);
 	f = qf_create(test, qf_f_upcall, q, 1);
@@ -686,6 +689,8 @@ static void kevd_conc_free_queued_elsewhere(struct kunit *test)
 	left = wait_for_completion_timeout(&q->freed, KEVD_TEST_WAIT);
 	KUNIT_ASSERT_GT_MSG(test, left, 0, "kevd_free() from F's upcall hangs");
 	KUNIT_EXPECT_EQ(test, q->free_ret, 0);
+	KUNIT_EXPECT_GT(test, wait_for_completion_timeout(&q->c_again,
+							  KEVD_TEST_WAIT), 0);
 	KUNIT_EXPECT_EQ(test, atomic_read(&q->c_calls), 2);
 	KUNIT_EXPECT_EQ(test, kevd_free(f), 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(c), 0);
