@@ -341,8 +341,8 @@ int kevd_free(struct kevd *evd)
 	spin_unlock_irqrestore(&evd->lock, flags);
 
 	/* No upcall in progress, the poller has let go: then the CQ. */
-	kevd_poll_shed_current();
-	wait_event(evd->wq, !atomic_read(&evd->upcalls_running));
+	kevd_poll_unqueue_current(evd);
+	kevd_poll_wait_upcalls(evd);
 	kevd_poll_wait_idle(evd);
 	kevd_cq_destroy(evd);
 

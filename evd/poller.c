@@ -38,9 +38,10 @@
  * slow batch (with a single poller, all of them). Fast upcalls pass
  * nothing: handing the queue over at every batch made two pollers trade
  * it back and forth, a wake-up per pass. A poller whose upcall waits in
- * kevd_free() for another poller to let go of an EVD passes what it
- * holds on too, and takes that EVD back if it is passed to it
- * (kevd_poll_wait_idle()).
+ * kevd_free() or TEARDOWN (for another EVD's upcalls to end, or for the
+ * poller that holds it to let go) first lets go of that EVD if it holds
+ * it, then passes what it holds on while it waits, and looks again when
+ * an EVD is passed to it (kevd_poll_wait_upcalls(), kevd_poll_wait_idle()).
  *
  * Locking (the order is in kevd_internal.h): poller->lock guards the run
  * list only. The round's lists (todo, again) belong to the poller thread:
@@ -358,22 +359,56 @@ static bool kevd_poll_idle(struct kevd *evd)
 	return !(READ_ONCE(evd->poll_state) & BIT(KEVD_POLL_SCHED));
 }
 
+/* Has something been passed to @p, which could pass it on? Racy peek. */
+static bool kevd_poller_queued(struct kevd_poller *p)
+{
+	/* a later enqueue wakes @p's thread */
+	return kevd_poller_next(p) != p && !data_race(list_empty(&p->run_list));
+}
+
 /**
- * kevd_poll_shed_current() - a poller's upcall is about to block.
+ * kevd_poll_unqueue_current() - a poller frees an EVD it has queued.
+ * @evd: an EVD with KEVD_POLL_DEAD set.
  *
- * From a poller thread (an upcall that waits for another EVD's upcalls to
- * end, or for a poller to let go of it): pass the EVDs the thread holds
- * to the next poller, so that none of them, the one waited for perhaps,
- * waits for the wait. No-op elsewhere.
+ * From a poller thread (an upcall that frees another EVD): if @evd waits
+ * on this poller's lists, this poller lets go of it at once. It must,
+ * before it waits for anything: it cannot make that pass while it waits.
  *
  * Context: process context.
  */
-void kevd_poll_shed_current(void)
+void kevd_poll_unqueue_current(struct kevd *evd)
 {
 	struct kevd_poller *p = kevd_current_poller();
 
-	if (p)
-		kevd_poller_shed(p);
+	if (p && kevd_poller_unqueue(p, evd))
+		kevd_poll_complete(p, evd);
+}
+
+/**
+ * kevd_poll_wait_upcalls() - wait until no upcall of @evd runs.
+ * @evd: an EVD being freed or torn down.
+ *
+ * From a poller thread (an upcall that frees or tears down another EVD),
+ * the upcall waited for may itself wait for an EVD this poller holds: the
+ * poller passes what it holds, and what is passed to it meanwhile, to the
+ * next poller while it waits.
+ *
+ * Context: process context; sleeps.
+ */
+void kevd_poll_wait_upcalls(struct kevd *evd)
+{
+	struct kevd_poller *p = kevd_current_poller();
+
+	might_sleep();
+	for (;;) {
+		if (p)
+			kevd_poller_shed(p);
+		wait_event(evd->wq,
+			   !atomic_read(&evd->upcalls_running) ||
+			   (p && kevd_poller_queued(p)));
+		if (!atomic_read(&evd->upcalls_running))
+			return;
+	}
 }
 
 /**
@@ -394,15 +429,12 @@ void kevd_poll_shed_current(void)
 void kevd_poll_wait_idle(struct kevd *evd)
 {
 	struct kevd_poller *p = kevd_current_poller();
-	bool others;
 
 	might_sleep();
 	if (!p) {
 		wait_var_event(&evd->poll_state, kevd_poll_idle(evd));
 		return;
 	}
-	/* alone, @p has nobody to pass EVDs to: it waits for the let-go */
-	others = kevd_poller_next(p) != p;
 	for (;;) {
 		if (kevd_poller_unqueue(p, evd))
 			kevd_poll_complete(p, evd);
@@ -410,10 +442,7 @@ void kevd_poll_wait_idle(struct kevd *evd)
 			return;
 		kevd_poller_shed(p);
 		wait_var_event(&evd->poll_state,
-			       kevd_poll_idle(evd) ||
-			       (others &&
-				/* racy peek: a later enqueue wakes us */
-				!data_race(list_empty(&p->run_list))));
+			       kevd_poll_idle(evd) || kevd_poller_queued(p));
 	}
 }
 

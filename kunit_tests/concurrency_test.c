@@ -698,6 +698,87 @@ static void kevd_conc_free_queued_elsewhere(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(w), 0);
 }
 
+/*
+ * kevd_conc_free_own_queued_while_torn_down: E's upcall (poller 1) frees
+ * X, queued on poller 1 itself, while Z's upcall (poller 0) tears E down
+ * and waits for E's upcall to end.
+ */
+struct qteardown {
+	struct kevd *e, *x;
+	struct task_struct *tearer;
+	struct completion z_entered, z_go, z_done, e_entered, e_go, freed;
+	int free_ret, teardown_ret;
+};
+
+static void qt_z_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qteardown *q = ctx;
+
+	complete(&q->z_entered);
+	wait_for_completion(&q->z_go);
+	WRITE_ONCE(q->tearer, current);
+	q->teardown_ret = kevd_modify_upcall(q->e, KEVD_UPCALL_TEARDOWN,
+					     NULL, 0);
+	complete(&q->z_done);
+}
+
+static void qt_e_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qteardown *q = ctx;
+
+	complete(&q->e_entered);
+	wait_for_completion(&q->e_go);
+	q->free_ret = kevd_free(q->x);
+	complete(&q->freed);
+}
+
+/*
+ * A poller that frees an EVD it holds queued lets go of it first, before
+ * it passes anything on: here the poller it would pass X to waits, in a
+ * teardown, for the very upcall that frees X.
+ */
+static void kevd_conc_free_own_queued_while_torn_down(struct kunit *test)
+{
+	struct qteardown *q;
+	struct kevd *z;
+	long left;
+
+	if (kevd_nr_pollers() != 2 || !cpu_online(1))
+		kunit_skip(test, "needs two pollers, on CPUs 0 and 1");
+	q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, q);
+	init_completion(&q->z_entered);
+	init_completion(&q->z_go);
+	init_completion(&q->z_done);
+	init_completion(&q->e_entered);
+	init_completion(&q->e_go);
+	init_completion(&q->freed);
+	z = qf_create(test, qt_z_upcall, q, 0);
+	q->e = qf_create(test, qt_e_upcall, q, 1);
+	q->x = qf_create(test, qf_nop_upcall, q, 1);
+
+	KUNIT_ASSERT_EQ(test, kevd_post_se(z, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->z_entered,
+							  KEVD_TEST_WAIT), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(q->e, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->e_entered,
+							  KEVD_TEST_WAIT), 0);
+	/* both pollers in upcalls: X goes to its home, poller 1 */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(q->x, NULL), 0);
+	complete(&q->z_go);
+	/* Z's upcall on poller 0 waits for E's upcall to end */
+	KUNIT_EXPECT_TRUE(test, qf_asleep(&q->tearer));
+	complete(&q->e_go);
+	left = wait_for_completion_timeout(&q->freed, KEVD_TEST_WAIT);
+	KUNIT_ASSERT_GT_MSG(test, left, 0, "kevd_free() from E's upcall hangs");
+	KUNIT_EXPECT_EQ(test, q->free_ret, 0);
+	left = wait_for_completion_timeout(&q->z_done, KEVD_TEST_WAIT);
+	KUNIT_ASSERT_GT_MSG(test, left, 0, "the teardown from Z's upcall hangs");
+	KUNIT_EXPECT_EQ(test, q->teardown_ret, 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(q->e), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(z), 0);
+}
+
 static int resizer_sizes[] = { 4, 64, 16, 1024, 8, 200, 2 };
 
 /*
@@ -894,6 +975,7 @@ static struct kunit_case kevd_conc_cases[] = {
 	KUNIT_CASE(kevd_conc_free_waits_for_upcall),
 	KUNIT_CASE(kevd_conc_slow_upcall_sheds),
 	KUNIT_CASE(kevd_conc_free_queued_elsewhere),
+	KUNIT_CASE(kevd_conc_free_own_queued_while_torn_down),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_load),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_upcalls),
 	KUNIT_CASE(kevd_conc_cpu_hotplug),

@@ -126,8 +126,7 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		    READ_ONCE(evd->pull_unarmed))
 			kevd_schedule(evd);
 	} else if (policy == KEVD_UPCALL_TEARDOWN) {
-		kevd_poll_shed_current();	/* from an upcall: see there */
-		wait_event(evd->wq, !atomic_read(&evd->upcalls_running));
+		kevd_poll_wait_upcalls(evd);
 	}
 	return 0;
 }
