@@ -846,7 +846,9 @@ static int kevd_wait_begin(struct kevd *evd, u32 threshold)
 	int ret = 0;
 
 	spin_lock_irqsave(&evd->lock, flags);
-	if (kevd_upcalls_enabled(evd->policy) ||
+	/* not on an EVD being freed: its free returns, and frees, soon */
+	if (!(evd->state & KEVD_STATE_OPEN) ||
+	    kevd_upcalls_enabled(evd->policy) ||
 	    threshold > kevd_ring_qlen(&evd->ring) ||
 	    (evd->resize_qlen && threshold > evd->resize_qlen))
 		ret = -EINVAL;
@@ -904,8 +906,9 @@ static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
  *
  * Context: process context; sleeps.
  * Return: the number of events taken, 1 .. @n; -ETIMEDOUT, -ERESTARTSYS
- * on a signal, -EBUSY if another thread waits, -EINVAL for bad arguments
- * or enabled upcalls, -ECANCELED when the EVD is or becomes unwaitable.
+ * on a signal, -EBUSY if another thread waits, -EINVAL for bad arguments,
+ * enabled upcalls or an EVD that another thread is freeing, -ECANCELED
+ * when the EVD is or becomes unwaitable.
  */
 int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 		    struct kevd_event *evs, u32 n, u32 *nmore)
@@ -998,8 +1001,9 @@ EXPORT_SYMBOL_GPL(kevd_wait_batch);
  *
  * Context: process context; sleeps.
  * Return: 0 with an event, -ETIMEDOUT, -ERESTARTSYS on a signal, -EBUSY
- * if another thread waits, -EINVAL for bad arguments or enabled upcalls,
- * -ECANCELED when the EVD is or becomes unwaitable.
+ * if another thread waits, -EINVAL for bad arguments, enabled upcalls or
+ * an EVD that another thread is freeing, -ECANCELED when the EVD is or
+ * becomes unwaitable.
  */
 int kevd_wait(struct kevd *evd, u32 timeout_us, u32 threshold,
 	      struct kevd_event *ev, u32 *nmore)

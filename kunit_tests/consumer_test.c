@@ -2222,6 +2222,76 @@ static void kevd_consumer_wait_keeps_arm(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* A thread in kevd_free(). */
+struct freer {
+	struct kevd *evd;
+	bool started;
+	int rc;
+	struct completion done;
+};
+
+static int freer_fn(void *data)
+{
+	struct freer *f = data;
+
+	WRITE_ONCE(f->started, true);
+	f->rc = kevd_free(f->evd);
+	complete(&f->done);
+	return 0;
+}
+
+/*
+ * A wait that begins while another thread frees the EVD (its kevd_free()
+ * waits for a poller's pass to end) is refused with -EINVAL, as
+ * kevd_modify_upcall() answers then: it must not register as the waiter
+ * of an EVD whose memory the free releases when it returns. Before, it
+ * registered (here it timed out at once: a timeout of 0).
+ */
+static void kevd_consumer_wait_while_freed(struct kunit *test)
+{
+	struct poll_hold *h = kunit_kzalloc(test, sizeof(*h), GFP_KERNEL);
+	struct freer *f = kunit_kzalloc(test, sizeof(*f), GFP_KERNEL);
+	struct task_struct *t;
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	unsigned long end;
+	struct ib_cq *cq;
+	u32 nmore;
+	bool ok;
+
+	KUNIT_ASSERT_TRUE(test, h && f);
+	init_completion(&h->entered);
+	init_completion(&h->release);
+	init_completion(&f->done);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	f->evd = mod_evd(test, hca);
+	cq = kevd_cq(f->evd);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(f->evd, &ev), -EAGAIN); /* arms */
+	fake_cq_set_poll_hook(cq, poll_hold_fn, h);
+	KUNIT_EXPECT_EQ(test, fake_cq_add_seq(cq), 0);
+	ok = wait_for_completion_timeout(&h->entered, CONS_WAIT);
+	KUNIT_ASSERT_TRUE(test, ok);
+	/* a poller is inside its pass: the free waits for it to let go */
+	t = kthread_run(freer_fn, f, "kevd_cons_freer");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	end = jiffies + CONS_WAIT;
+	for (;;) {
+		ok = READ_ONCE(f->started) &&
+		     READ_ONCE(t->__state) == TASK_UNINTERRUPTIBLE;
+		if (ok || !time_before(jiffies, end))
+			break;
+		schedule_timeout_uninterruptible(1);
+	}
+	KUNIT_EXPECT_TRUE(test, ok);
+	KUNIT_EXPECT_EQ(test, kevd_wait(f->evd, 0, 1, &ev, &nmore), -EINVAL);
+	complete(&h->release);
+	KUNIT_EXPECT_TRUE(test, wait_for_completion_timeout(&f->done,
+							    CONS_WAIT));
+	KUNIT_EXPECT_EQ(test, f->rc, 0);
+	fake_hca_destroy(hca);
+}
+
 /* A completion, once, from inside the puller's poll (fake_cq_set_poll_hook()). */
 static void pull_hook_fn(struct ib_cq *cq, void *ctx)
 {
@@ -3418,6 +3488,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_batch_tops_up),
 	KUNIT_CASE(kevd_consumer_wait_wake_no_arm),
 	KUNIT_CASE(kevd_consumer_wait_keeps_arm),
+	KUNIT_CASE(kevd_consumer_wait_while_freed),
 	KUNIT_CASE(kevd_consumer_raw_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_moderated_cq, mod_mode_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_dim_moderates),
