@@ -423,14 +423,6 @@ static void kevd_cm_requests_end(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(async), 0);
 }
 
-/*
- * A request nobody has accepted is kevd's: what happens to it before the
- * accept (the requester gives up: on IB a REJ, or a connect error) does
- * not reach the consumer's handler, which does not know the id and whose
- * non-zero return would make rdma_cm destroy it under kevd's handle. The
- * request stays pending, and its handle still works. DEVICE_REMOVAL ends
- * a pending request, and its handle with it.
- */
 /* A listener on @cr_evd with consumer handler @c: @lid, bound. */
 static struct rdma_cm_id *cm_listener(struct kunit *test, struct cm_chain *c,
 				      struct kevd *cr_evd)
@@ -457,6 +449,14 @@ static struct rdma_cm_id *cm_pending(struct kunit *test, struct rdma_cm_id *lid,
 	return req;
 }
 
+/*
+ * A request nobody has accepted is kevd's: what happens to it before the
+ * accept (the requester gives up: on IB a REJ, or a connect error) does
+ * not reach the consumer's handler, which does not know the id and whose
+ * non-zero return would make rdma_cm destroy it under kevd's handle. The
+ * request stays pending, and its handle still works. DEVICE_REMOVAL ends
+ * a pending request, and its handle with it.
+ */
 static void kevd_cm_request_events_stay_kevds(struct kunit *test)
 {
 	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
@@ -494,9 +494,11 @@ static void kevd_cm_request_events_stay_kevds(struct kunit *test)
  * A listener whose consumer handler returns non-zero (rdma_cm then
  * destroys the listener) ends its pending requests as
  * kevd_cm_destroy_id() does: their handles go stale at once. The handler
- * runs under the listener's handler mutex, as rdma_cm calls it, and
- * ending a request takes the request's (lockdep: recursive locking), so
- * the ids go after the handler returns.
+ * runs under the listener's handler mutex, as rdma_cm calls it; ending a
+ * request takes the request's, so kevd must do it after the handler has
+ * returned (before, lockdep reported recursive locking). That the work
+ * item then destroys the ids is not seen from here: kevd_kmemleak and
+ * the module's unload would find them left.
  */
 static void kevd_cm_listener_refuses_an_event(struct kunit *test)
 {

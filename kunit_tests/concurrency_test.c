@@ -650,7 +650,8 @@ static void kevd_conc_free_queued_elsewhere(struct kunit *test)
 
 	if (kevd_nr_pollers() != 2 || !cpu_online(1))
 		kunit_skip(test, "needs two pollers, on CPUs 0 and 1");
-	q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
+	/* not the test's: a failed assertion leaves upcalls that use it */
+	q = kzalloc(sizeof(*q), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, q);
 	init_completion(&q->w_entered);
 	init_completion(&q->w_release);
@@ -696,6 +697,7 @@ static void kevd_conc_free_queued_elsewhere(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(c), 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(x), 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(w), 0);
+	kfree(q);
 }
 
 /*
@@ -745,7 +747,8 @@ static void kevd_conc_free_own_queued_while_torn_down(struct kunit *test)
 
 	if (kevd_nr_pollers() != 2 || !cpu_online(1))
 		kunit_skip(test, "needs two pollers, on CPUs 0 and 1");
-	q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
+	/* not the test's: a failed assertion leaves upcalls that use it */
+	q = kzalloc(sizeof(*q), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, q);
 	init_completion(&q->z_entered);
 	init_completion(&q->z_go);
@@ -777,6 +780,7 @@ static void kevd_conc_free_own_queued_while_torn_down(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, q->teardown_ret, 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(q->e), 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(z), 0);
+	kfree(q);
 }
 
 static int resizer_sizes[] = { 4, 64, 16, 1024, 8, 200, 2 };
