@@ -335,7 +335,7 @@ static void kevd_cm_orphan_requests(struct kevd_cm *cm)
 	kevd_cm_take_requests(cm, &kevd_cm_orphans);
 	mutex_unlock(&kevd_cm_mutex);
 	if (any)
-		schedule_work(&kevd_cm_orphan_work);
+		queue_work(system_long_wq, &kevd_cm_orphan_work);	/* sleeps */
 }
 
 /**
