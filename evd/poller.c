@@ -400,14 +400,12 @@ void kevd_poll_wait_upcalls(struct kevd *evd)
 	struct kevd_poller *p = kevd_current_poller();
 
 	might_sleep();
-	for (;;) {
+	while (atomic_read(&evd->upcalls_running)) {
 		if (p)
 			kevd_poller_shed(p);
 		wait_event(evd->wq,
 			   !atomic_read(&evd->upcalls_running) ||
 			   (p && kevd_poller_queued(p)));
-		if (!atomic_read(&evd->upcalls_running))
-			return;
 	}
 }
 
