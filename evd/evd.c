@@ -341,7 +341,7 @@ int kevd_free(struct kevd *evd)
 	spin_unlock_irqrestore(&evd->lock, flags);
 
 	/* No upcall in progress, the poller has let go: then the CQ. */
-	kevd_poll_unqueue_current(evd);
+	kevd_poll_kick_waiters();
 	kevd_poll_wait_upcalls(evd);
 	kevd_poll_wait_idle(evd);
 	kevd_cq_destroy(evd);

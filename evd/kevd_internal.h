@@ -566,7 +566,7 @@ int kevd_pollers_restart(unsigned int nr, unsigned int *old);
 struct kevd_poller *kevd_poller_pick(int cpu);
 bool kevd_schedule(struct kevd *evd);
 void kevd_poll_wait_idle(struct kevd *evd);
-void kevd_poll_unqueue_current(struct kevd *evd);
+void kevd_poll_kick_waiters(void);
 void kevd_poll_wait_upcalls(struct kevd *evd);
 bool kevd_current_in_upcall(struct kevd *evd);
 bool kevd_poller_owns(struct kevd *evd);

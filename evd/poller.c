@@ -39,9 +39,10 @@
  * nothing: handing the queue over at every batch made two pollers trade
  * it back and forth, a wake-up per pass. A poller whose upcall waits in
  * kevd_free() or TEARDOWN (for another EVD's upcalls to end, or for the
- * poller that holds it to let go) first lets go of that EVD if it holds
- * it, then passes what it holds on while it waits, and looks again when
- * an EVD is passed to it (kevd_poll_wait_upcalls(), kevd_poll_wait_idle()).
+ * poller that holds it to let go) lets go, while it waits, of the dead
+ * EVDs it holds, including those passed to it or marked dead meanwhile
+ * (kevd_poll_wait_upcalls(), kevd_poll_wait_idle()): no kevd_free()
+ * waits for a poller that waits.
  *
  * Locking (the order is in kevd_internal.h): poller->lock guards the run
  * list only. The round's lists (todo, again) belong to the poller thread:
@@ -70,6 +71,9 @@
  * @in_upcall: the EVD whose upcall the thread runs now, or NULL.
  * @batch: the batch it delivers (NULL for a doorbell); thread only.
  * @upcall_t0: local_clock() when that upcall batch began.
+ * @waiting: the thread's upcall waits in kevd_free() or TEARDOWN
+ *	(kevd_poll_wait_idle(), kevd_poll_wait_upcalls()); written by the
+ *	thread, read by kevd_poll_kick_waiters().
  * @idx: index in the pool.
  * @cpu: the CPU it runs on while that CPU is online.
  * @scratch: the pass's buffers.
@@ -84,6 +88,7 @@ struct kevd_poller {
 	struct kevd *in_upcall;
 	struct kevd_batch *batch;
 	u64 upcall_t0;
+	bool waiting;
 	unsigned int idx;
 	int cpu;
 	struct kevd_scratch scratch;
@@ -321,67 +326,101 @@ static struct kevd_poller *kevd_current_poller(void)
 	return kthread_data(current);
 }
 
-static bool kevd_list_has(struct list_head *head, struct kevd *evd)
-{
-	struct kevd *pos;
-
-	list_for_each_entry(pos, head, poll_node)
-		if (pos == evd)
-			return true;
-	return false;
-}
-
-/*
- * Called by @p's own thread, outside any pass over @evd: if @evd waits on
- * one of @p's lists, take it off. @p owned it (KEVD_POLL_SCHED) and is the
- * only one that could have passed over it.
- */
-static bool kevd_poller_unqueue(struct kevd_poller *p, struct kevd *evd)
-{
-	bool found;
-
-	if (kevd_list_has(&p->todo, evd) || kevd_list_has(&p->again, evd)) {
-		list_del_init(&evd->poll_node);
-		return true;
-	}
-	spin_lock_irq(&p->lock);
-	found = kevd_list_has(&p->run_list, evd);
-	if (found)
-		list_del_init(&evd->poll_node);
-	spin_unlock_irq(&p->lock);
-	return found;
-}
-
-static void kevd_poller_shed(struct kevd_poller *p);
-
 static bool kevd_poll_idle(struct kevd *evd)
 {
 	return !(READ_ONCE(evd->poll_state) & BIT(KEVD_POLL_SCHED));
 }
 
-/* Has something been passed to @p, which could pass it on? Racy peek. */
-static bool kevd_poller_queued(struct kevd_poller *p)
+static bool kevd_poll_dead(struct kevd *evd)
 {
-	/* a later enqueue wakes @p's thread */
-	return kevd_poller_next(p) != p && !data_race(list_empty(&p->run_list));
+	return test_bit(KEVD_POLL_DEAD, &evd->poll_state);
+}
+
+/* Move the dead EVDs of @from to @to. */
+static void kevd_list_take_dead(struct list_head *from, struct list_head *to)
+{
+	struct kevd *evd, *tmp;
+
+	list_for_each_entry_safe(evd, tmp, from, poll_node)
+		if (kevd_poll_dead(evd))
+			list_move_tail(&evd->poll_node, to);
+}
+
+/*
+ * Called by @p's own thread, inside an upcall that waits: let go of every
+ * dead EVD queued on @p. A dead EVD needs no pass, and a kevd_free()
+ * (this poller's, or another's) waits for its let-go.
+ */
+static void kevd_poller_release_dead(struct kevd_poller *p)
+{
+	struct kevd *evd, *tmp;
+	LIST_HEAD(dead);
+
+	kevd_list_take_dead(&p->todo, &dead);
+	kevd_list_take_dead(&p->again, &dead);
+	spin_lock_irq(&p->lock);
+	kevd_list_take_dead(&p->run_list, &dead);
+	spin_unlock_irq(&p->lock);
+	list_for_each_entry_safe(evd, tmp, &dead, poll_node) {
+		list_del_init(&evd->poll_node);
+		kevd_poll_complete(p, evd);
+	}
+}
+
+static bool kevd_list_has_dead(struct list_head *head)
+{
+	struct kevd *evd;
+
+	list_for_each_entry(evd, head, poll_node)
+		if (kevd_poll_dead(evd))
+			return true;
+	return false;
+}
+
+/*
+ * Called by @p's own thread: is a dead EVD queued on @p? Its EVDs may
+ * have become dead, or been passed to it, since it last looked.
+ */
+static bool kevd_poller_has_dead(struct kevd_poller *p)
+{
+	bool found;
+
+	if (kevd_list_has_dead(&p->todo) || kevd_list_has_dead(&p->again))
+		return true;
+	spin_lock_irq(&p->lock);
+	found = kevd_list_has_dead(&p->run_list);
+	spin_unlock_irq(&p->lock);
+	return found;
+}
+
+/*
+ * A wait of @p's upcall begins: from now on kevd_poll_kick_waiters()
+ * wakes the thread. Full barrier: the flag is set before the lists are
+ * looked at, as kevd_free() sets DEAD before it reads the flag.
+ */
+static void kevd_poller_wait_begin(struct kevd_poller *p)
+{
+	WRITE_ONCE(p->waiting, true);
+	smp_mb();	/* pairs with kevd_poll_kick_waiters() */
 }
 
 /**
- * kevd_poll_unqueue_current() - a poller frees an EVD it has queued.
- * @evd: an EVD with KEVD_POLL_DEAD set.
+ * kevd_poll_kick_waiters() - an EVD was marked dead: wake waiting pollers.
  *
- * From a poller thread (an upcall that frees another EVD): if @evd waits
- * on this poller's lists, this poller lets go of it at once. It must,
- * before it waits for anything: it cannot make that pass while it waits.
+ * A poller whose upcall waits (kevd_poll_wait_idle(),
+ * kevd_poll_wait_upcalls()) may hold the EVD that was just marked dead,
+ * and that another waiter waits for: it looks at its lists again.
  *
- * Context: process context.
+ * Context: any; after KEVD_POLL_DEAD is set.
  */
-void kevd_poll_unqueue_current(struct kevd *evd)
+void kevd_poll_kick_waiters(void)
 {
-	struct kevd_poller *p = kevd_current_poller();
+	unsigned int i;
 
-	if (p && kevd_poller_unqueue(p, evd))
-		kevd_poll_complete(p, evd);
+	smp_mb();	/* DEAD set, then the flags read: pairs with wait_begin */
+	for (i = 0; i < kevd_pool.nr_pollers; i++)
+		if (READ_ONCE(kevd_pool.pollers[i].waiting))
+			wake_up_process(kevd_pool.pollers[i].task);
 }
 
 /**
@@ -389,9 +428,9 @@ void kevd_poll_unqueue_current(struct kevd *evd)
  * @evd: an EVD being freed or torn down.
  *
  * From a poller thread (an upcall that frees or tears down another EVD),
- * the upcall waited for may itself wait for an EVD this poller holds: the
- * poller passes what it holds, and what is passed to it meanwhile, to the
- * next poller while it waits.
+ * the upcall waited for may itself wait in kevd_free() for a dead EVD
+ * queued on this poller: while it waits, the poller lets go of the dead
+ * EVDs it holds, and of those that become dead or are passed to it.
  *
  * Context: process context; sleeps.
  */
@@ -400,13 +439,20 @@ void kevd_poll_wait_upcalls(struct kevd *evd)
 	struct kevd_poller *p = kevd_current_poller();
 
 	might_sleep();
-	while (atomic_read(&evd->upcalls_running)) {
-		if (p)
-			kevd_poller_shed(p);
+	if (!p) {
+		wait_event(evd->wq, !atomic_read(&evd->upcalls_running));
+		return;
+	}
+	kevd_poller_wait_begin(p);
+	for (;;) {
+		kevd_poller_release_dead(p);
+		if (!atomic_read(&evd->upcalls_running))
+			break;
 		wait_event(evd->wq,
 			   !atomic_read(&evd->upcalls_running) ||
-			   (p && kevd_poller_queued(p)));
+			   kevd_poller_has_dead(p));
 	}
+	WRITE_ONCE(p->waiting, false);
 }
 
 /**
@@ -416,11 +462,10 @@ void kevd_poll_wait_upcalls(struct kevd *evd)
  * From a poller thread (an upcall that frees another EVD), @evd may be
  * queued on that very poller, which cannot make the pass this waits for:
  * it lets go of @evd itself. A poller never waits for itself. Nor does it
- * sleep on what it holds: it passes its queued EVDs to the next poller,
- * and an EVD passed to it (by a poller shedding before a slow upcall, or
- * one that waits as this one does) wakes it to look again. So @evd, if
- * another poller held it, comes back to it, and two pollers that wait
- * for each other's EVDs do not both sleep.
+ * wait for an EVD another waiting poller holds: a poller that waits lets
+ * go of the dead EVDs it holds, those passed to it meanwhile (a poller
+ * that sheds before a slow upcall) and those that become dead
+ * (kevd_poll_kick_waiters()).
  *
  * Context: process context; sleeps.
  */
@@ -433,15 +478,15 @@ void kevd_poll_wait_idle(struct kevd *evd)
 		wait_var_event(&evd->poll_state, kevd_poll_idle(evd));
 		return;
 	}
+	kevd_poller_wait_begin(p);
 	for (;;) {
-		if (kevd_poller_unqueue(p, evd))
-			kevd_poll_complete(p, evd);
+		kevd_poller_release_dead(p);
 		if (kevd_poll_idle(evd))
-			return;
-		kevd_poller_shed(p);
+			break;
 		wait_var_event(&evd->poll_state,
-			       kevd_poll_idle(evd) || kevd_poller_queued(p));
+			       kevd_poll_idle(evd) || kevd_poller_has_dead(p));
 	}
+	WRITE_ONCE(p->waiting, false);
 }
 
 /**
