@@ -11,6 +11,7 @@
 #include <kunit/test.h>
 #include <linux/bitmap.h>
 #include <linux/completion.h>
+#include <linux/cpu.h>
 #include <linux/delay.h>
 #include <linux/jiffies.h>
 #include <linux/kthread.h>
@@ -3456,6 +3457,239 @@ static void kevd_consumer_free_other_from_upcall(struct kunit *test)
 		KUNIT_EXPECT_EQ(test, kevd_free(blockers[i]), 0);
 }
 
+/* --- frees from upcalls on two pollers ------------------------------------ */
+
+/*
+ * kevd_consumer_free_queued_elsewhere: an upcall on poller 1 frees B while B
+ * waits, queued, on poller 0; poller 0 then passes B to poller 1 (its
+ * next EVD, C, is slow). Before the fix poller 1 slept on, woken by the
+ * shed but not looking at what came: neither poller made B's pass again.
+ */
+struct qfree {
+	struct kevd *victim;
+	struct task_struct *freer;
+	struct completion w_entered, w_release, x_entered, x_release;
+	struct completion c_slow_done, c_again, freed;
+	atomic_t c_calls;
+	int free_ret;
+};
+
+/* W, X: the first call blocks its poller until the test releases it. */
+static void qf_w_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qfree *q = ctx;
+
+	complete(&q->w_entered);
+	wait_for_completion(&q->w_release);
+}
+
+static void qf_x_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qfree *q = ctx;
+
+	complete(&q->x_entered);
+	wait_for_completion(&q->x_release);
+}
+
+static void qf_c_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qfree *q = ctx;
+
+	if (atomic_inc_return(&q->c_calls) == 1) {
+		/* The stimulus (a slow upcall), not a synchronisation. */
+		msleep(20);
+		complete(&q->c_slow_done);
+	} else {
+		complete(&q->c_again);	/* the batch whose begin shed B */
+	}
+}
+
+static void qf_f_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qfree *q = ctx;
+
+	WRITE_ONCE(q->freer, current);
+	q->free_ret = kevd_free(q->victim);
+	complete(&q->freed);
+}
+
+static void qf_nop_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+}
+
+static struct kevd *qf_create(struct kunit *test, kevd_upcall_func fn,
+			      void *ctx, int cpu)
+{
+	struct kevd_upcall up = { fn, ctx };
+
+	return kevd_test_create_on(test, 16, KEVD_SOFTWARE_FLAG,
+				   KEVD_UPCALL_SINGLE_INSTANCE, &up, 0, cpu);
+}
+
+/* Until @t sleeps uninterruptibly; false if the bound runs out. */
+static bool qf_asleep(struct task_struct *const *t)
+{
+	unsigned long end = jiffies + CONS_WAIT;
+	struct task_struct *task;
+
+	for (;;) {
+		task = READ_ONCE(*t);
+		if (task && READ_ONCE(task->__state) == TASK_UNINTERRUPTIBLE)
+			return true;
+		if (time_after(jiffies, end))
+			return false;
+		schedule_timeout_uninterruptible(1);
+	}
+}
+
+/*
+ * An upcall that frees an EVD another poller holds queued, and that
+ * poller passes it on (a slow upcall comes first): the freeing poller
+ * takes it back and lets go of it, and kevd_free() returns. Both pollers
+ * in upcalls when B and C are posted puts them on their home, poller 0,
+ * behind each other.
+ */
+static void kevd_consumer_free_queued_elsewhere(struct kunit *test)
+{
+	struct kevd *w, *x, *c, *b, *f;
+	struct qfree *q;
+	long left;
+
+	if (kevd_nr_pollers() != 2 || !cpu_online(1))
+		kunit_skip(test, "needs two pollers, on CPUs 0 and 1");
+	/* not the test's: a failed assertion leaves upcalls that use it */
+	q = kzalloc(sizeof(*q), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, q);
+	init_completion(&q->w_entered);
+	init_completion(&q->w_release);
+	init_completion(&q->x_entered);
+	init_completion(&q->x_release);
+	init_completion(&q->c_slow_done);
+	init_completion(&q->c_again);
+	init_completion(&q->freed);
+	w = qf_create(test, qf_w_upcall, q, 1);
+	f = qf_create(test, qf_f_upcall, q, 1);
+	x = qf_create(test, qf_x_upcall, q, 0);
+	c = qf_create(test, qf_c_upcall, q, 0);
+	b = qf_create(test, qf_nop_upcall, q, 0);
+	q->victim = b;
+
+	/* C is slow from now on: poller 0 sheds before its next batch */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(c, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->c_slow_done,
+							  CONS_WAIT), 0);
+	/* both pollers inside upcalls */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(w, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->w_entered,
+							  CONS_WAIT), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(x, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->x_entered,
+							  CONS_WAIT), 0);
+	/* C, then B, queued on poller 0; F on poller 1, after W */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(c, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(b, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(f, NULL), 0);
+	complete(&q->w_release);
+	/* F's upcall on poller 1 waits in kevd_free(B) */
+	KUNIT_EXPECT_TRUE(test, qf_asleep(&q->freer));
+	/* poller 0 goes on: C's batch sheds B to poller 1 */
+	complete(&q->x_release);
+	left = wait_for_completion_timeout(&q->freed, CONS_WAIT);
+	KUNIT_ASSERT_GT_MSG(test, left, 0, "kevd_free() from F's upcall hangs");
+	KUNIT_EXPECT_EQ(test, q->free_ret, 0);
+	KUNIT_EXPECT_GT(test, wait_for_completion_timeout(&q->c_again,
+							  CONS_WAIT), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&q->c_calls), 2);
+	KUNIT_EXPECT_EQ(test, kevd_free(f), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(c), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(x), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(w), 0);
+	kfree(q);
+}
+
+/*
+ * kevd_consumer_free_own_queued_while_torn_down: E's upcall (poller 1) frees
+ * X, queued on poller 1 itself, while Z's upcall (poller 0) tears E down
+ * and waits for E's upcall to end.
+ */
+struct qteardown {
+	struct kevd *e, *x;
+	struct task_struct *tearer;
+	struct completion z_entered, z_go, z_done, e_entered, e_go, freed;
+	int free_ret, teardown_ret;
+};
+
+static void qt_z_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qteardown *q = ctx;
+
+	complete(&q->z_entered);
+	wait_for_completion(&q->z_go);
+	WRITE_ONCE(q->tearer, current);
+	q->teardown_ret = kevd_modify_upcall(q->e, KEVD_UPCALL_TEARDOWN,
+					     NULL, 0);
+	complete(&q->z_done);
+}
+
+static void qt_e_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qteardown *q = ctx;
+
+	complete(&q->e_entered);
+	wait_for_completion(&q->e_go);
+	q->free_ret = kevd_free(q->x);
+	complete(&q->freed);
+}
+
+/*
+ * A poller that frees an EVD it holds queued lets go of it first, before
+ * it passes anything on: here the poller it would pass X to waits, in a
+ * teardown, for the very upcall that frees X.
+ */
+static void kevd_consumer_free_own_queued_while_torn_down(struct kunit *test)
+{
+	struct qteardown *q;
+	struct kevd *z;
+	long left;
+
+	if (kevd_nr_pollers() != 2 || !cpu_online(1))
+		kunit_skip(test, "needs two pollers, on CPUs 0 and 1");
+	/* not the test's: a failed assertion leaves upcalls that use it */
+	q = kzalloc(sizeof(*q), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, q);
+	init_completion(&q->z_entered);
+	init_completion(&q->z_go);
+	init_completion(&q->z_done);
+	init_completion(&q->e_entered);
+	init_completion(&q->e_go);
+	init_completion(&q->freed);
+	z = qf_create(test, qt_z_upcall, q, 0);
+	q->e = qf_create(test, qt_e_upcall, q, 1);
+	q->x = qf_create(test, qf_nop_upcall, q, 1);
+
+	KUNIT_ASSERT_EQ(test, kevd_post_se(z, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->z_entered,
+							  CONS_WAIT), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(q->e, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->e_entered,
+							  CONS_WAIT), 0);
+	/* both pollers in upcalls: X goes to its home, poller 1 */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(q->x, NULL), 0);
+	complete(&q->z_go);
+	/* Z's upcall on poller 0 waits for E's upcall to end */
+	KUNIT_EXPECT_TRUE(test, qf_asleep(&q->tearer));
+	complete(&q->e_go);
+	left = wait_for_completion_timeout(&q->freed, CONS_WAIT);
+	KUNIT_ASSERT_GT_MSG(test, left, 0, "kevd_free() from E's upcall hangs");
+	KUNIT_EXPECT_EQ(test, q->free_ret, 0);
+	left = wait_for_completion_timeout(&q->z_done, CONS_WAIT);
+	KUNIT_ASSERT_GT_MSG(test, left, 0, "the teardown from Z's upcall hangs");
+	KUNIT_EXPECT_EQ(test, q->teardown_ret, 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(q->e), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(z), 0);
+	kfree(q);
+}
+
 static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_seed_pattern,
 			      seed_stream_gen_params, { .speed = KUNIT_SPEED_SLOW }),
@@ -3489,6 +3723,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_wake_no_arm),
 	KUNIT_CASE(kevd_consumer_wait_keeps_arm),
 	KUNIT_CASE(kevd_consumer_wait_while_freed),
+	KUNIT_CASE(kevd_consumer_free_queued_elsewhere),
+	KUNIT_CASE(kevd_consumer_free_own_queued_while_torn_down),
 	KUNIT_CASE(kevd_consumer_raw_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_moderated_cq, mod_mode_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_dim_moderates),

@@ -20,10 +20,6 @@
 struct kevd *kevd_test_create(struct kunit *test, u32 qlen, u32 flags,
 			      int policy, const struct kevd_upcall *upcall,
 			      int flag);
-/* kevd_test_create() homed on the poller of CPU @cpu (kevd_test_create(): 0). */
-struct kevd *kevd_test_create_on(struct kunit *test, u32 qlen, u32 flags,
-				 int policy, const struct kevd_upcall *upcall,
-				 int flag, int cpu);
 void kevd_test_flush_pollers(struct kunit *test);
 char *kevd_test_read_file(const char *path, size_t max);
 

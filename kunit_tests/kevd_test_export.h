@@ -26,4 +26,14 @@ struct kevd;
 /* Wait until a thread waits in kevd_wait() on @evd (60 s bound). */
 bool kevd_test_waiting(struct kevd *evd);
 
+struct kunit;
+struct kevd_upcall;
+/*
+ * A software-stream EVD homed on the poller of CPU @cpu, with the upcall
+ * policy and object given (kevd_test_create() is the same on CPU 0).
+ */
+struct kevd *kevd_test_create_on(struct kunit *test, u32 qlen, u32 flags,
+				 int policy, const struct kevd_upcall *upcall,
+				 int flag, int cpu);
+
 #endif /* _KEVD_TEST_EXPORT_H */
