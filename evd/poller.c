@@ -42,7 +42,9 @@
  * poller that holds it to let go) lets go, while it waits, of the dead
  * EVDs it holds, including those passed to it or marked dead meanwhile
  * (kevd_poll_wait_upcalls(), kevd_poll_wait_idle()): no kevd_free()
- * waits for a poller that waits.
+ * waits for a poller that waits. And kevd_free() takes its EVD off any
+ * poller's run list itself: it does not wait for a poller that is busy
+ * in an upcall to reach an EVD passed to it.
  *
  * Locking (the order is in kevd_internal.h): poller->lock guards the run
  * list only. The round's lists (todo, again) belong to the poller thread:
@@ -161,12 +163,24 @@ static struct kevd_poller *kevd_poller_target(struct kevd *evd)
 	return evd->home;
 }
 
+/*
+ * @evd was just added to a run list, under that list's lock: if it is
+ * dead, its kevd_free() may have looked at the run lists before, and
+ * waits (kevd_poll_wait_idle()). Under the lock, @evd cannot be gone.
+ */
+static void kevd_poller_added(struct kevd *evd)
+{
+	if (unlikely(test_bit(KEVD_POLL_DEAD, &evd->poll_state)))
+		wake_up_var(&evd->poll_state);
+}
+
 static void kevd_poller_enqueue(struct kevd_poller *p, struct kevd *evd)
 {
 	unsigned long flags;
 
 	spin_lock_irqsave(&p->lock, flags);
 	list_add_tail(&evd->poll_node, &p->run_list);
+	kevd_poller_added(evd);
 	spin_unlock_irqrestore(&p->lock, flags);
 	wake_up_process(p->task);
 }
@@ -377,6 +391,45 @@ static bool kevd_list_has_dead(struct list_head *head)
 	return false;
 }
 
+/* Is @evd on a poller's run list? Then take it off if @take. */
+static bool kevd_poll_find_queued(struct kevd *evd, bool take)
+{
+	struct kevd_poller *q;
+	unsigned long flags;
+	bool found = false;
+	struct kevd *e;
+	unsigned int i;
+
+	for (i = 0; i < kevd_pool.nr_pollers && !found; i++) {
+		q = &kevd_pool.pollers[i];
+		spin_lock_irqsave(&q->lock, flags);
+		list_for_each_entry(e, &q->run_list, poll_node) {
+			if (e != evd)
+				continue;
+			if (take)
+				list_del_init(&evd->poll_node);
+			found = true;
+			break;
+		}
+		spin_unlock_irqrestore(&q->lock, flags);
+	}
+	return found;
+}
+
+/*
+ * Let go of @evd, dead, if a poller's run list holds it. The poller may
+ * be inside a consumer's upcall that waits for the caller (it was passed
+ * @evd by a shed, a MANY hand-off or a schedule that found every poller
+ * busy), so nobody waits for it. A queued EVD is owned by its queue: who
+ * takes it off owns it. The rounds' lists (todo, again) are the threads'
+ * own and are not looked at.
+ */
+static void kevd_poll_take_dead(struct kevd *evd)
+{
+	if (kevd_poll_find_queued(evd, true))
+		kevd_poll_let_go(evd, false);
+}
+
 /*
  * Called by @p's own thread: is a dead EVD queued on @p? Its EVDs may
  * have become dead, or been passed to it, since it last looked.
@@ -459,13 +512,17 @@ void kevd_poll_wait_upcalls(struct kevd *evd)
  * kevd_poll_wait_idle() - wait until no poller owns a dead EVD.
  * @evd: an EVD with KEVD_POLL_DEAD set.
  *
- * From a poller thread (an upcall that frees another EVD), @evd may be
- * queued on that very poller, which cannot make the pass this waits for:
- * it lets go of @evd itself. A poller never waits for itself. Nor does it
- * wait for an EVD another waiting poller holds: a poller that waits lets
- * go of the dead EVDs it holds, those passed to it meanwhile (a poller
- * that sheds before a slow upcall) and those that become dead
- * (kevd_poll_kick_waiters()).
+ * A dead EVD on a poller's run list needs no pass: the caller takes it
+ * off and lets go of it itself, whatever that poller does (it may be in
+ * an upcall that waits for the caller). From a poller thread (an upcall
+ * that frees another EVD), @evd may also be in that very poller's round,
+ * which cannot make the pass this waits for: it lets go of @evd itself.
+ * A poller never waits for itself. Nor does it wait for an EVD another
+ * waiting poller holds: a poller that waits lets go of the dead EVDs in
+ * its round too, those passed to it meanwhile and those that become dead
+ * (kevd_poll_kick_waiters()). What is left to wait for is a pass in
+ * progress, or a poller's round that holds @evd while that poller runs
+ * an upcall of another EVD.
  *
  * Context: process context; sleeps.
  */
@@ -474,19 +531,21 @@ void kevd_poll_wait_idle(struct kevd *evd)
 	struct kevd_poller *p = kevd_current_poller();
 
 	might_sleep();
-	if (!p) {
-		wait_var_event(&evd->poll_state, kevd_poll_idle(evd));
-		return;
-	}
-	kevd_poller_wait_begin(p);
+	if (p)
+		kevd_poller_wait_begin(p);
 	for (;;) {
-		kevd_poller_release_dead(p);
+		if (p)
+			kevd_poller_release_dead(p);
+		kevd_poll_take_dead(evd);
 		if (kevd_poll_idle(evd))
 			break;
 		wait_var_event(&evd->poll_state,
-			       kevd_poll_idle(evd) || kevd_poller_has_dead(p));
+			       kevd_poll_idle(evd) ||
+			       kevd_poll_find_queued(evd, false) ||
+			       (p && kevd_poller_has_dead(p)));
 	}
-	WRITE_ONCE(p->waiting, false);
+	if (p)
+		WRITE_ONCE(p->waiting, false);
 }
 
 /**
@@ -527,6 +586,7 @@ static void kevd_poller_shed(struct kevd_poller *p)
 {
 	struct kevd_poller *to = kevd_poller_next(p);
 	unsigned long flags;
+	struct kevd *evd;
 	LIST_HEAD(moved);
 
 	if (to == p)
@@ -542,6 +602,8 @@ static void kevd_poller_shed(struct kevd_poller *p)
 	if (list_empty(&moved))
 		return;
 	spin_lock_irqsave(&to->lock, flags);
+	list_for_each_entry(evd, &moved, poll_node)
+		kevd_poller_added(evd);
 	list_splice_tail(&moved, &to->run_list);
 	spin_unlock_irqrestore(&to->lock, flags);
 	wake_up_process(to->task);

@@ -3526,8 +3526,11 @@ static struct kevd *qf_create(struct kunit *test, kevd_upcall_func fn,
 				   KEVD_UPCALL_SINGLE_INSTANCE, &up, 0, cpu);
 }
 
-/* Until @t sleeps uninterruptibly; false if the bound runs out. */
-static bool qf_asleep(struct task_struct *const *t)
+/*
+ * Until @t sleeps uninterruptibly, or @done (if not NULL) completes; false
+ * if the bound runs out.
+ */
+static bool qf_asleep_or(struct task_struct *const *t, struct completion *done)
 {
 	unsigned long end = jiffies + CONS_WAIT;
 	struct task_struct *task;
@@ -3535,6 +3538,8 @@ static bool qf_asleep(struct task_struct *const *t)
 	for (;;) {
 		task = READ_ONCE(*t);
 		if (task && READ_ONCE(task->__state) == TASK_UNINTERRUPTIBLE)
+			return true;
+		if (done && completion_done(done))
 			return true;
 		if (time_after(jiffies, end))
 			return false;
@@ -3544,10 +3549,11 @@ static bool qf_asleep(struct task_struct *const *t)
 
 /*
  * An upcall that frees an EVD another poller holds queued, and that
- * poller passes it on (a slow upcall comes first): the freeing poller
- * takes it back and lets go of it, and kevd_free() returns. Both pollers
- * in upcalls when B and C are posted puts them on their home, poller 0,
- * behind each other.
+ * poller passes it on (a slow upcall comes first): kevd_free() returns.
+ * The freeing poller takes the EVD off the other's run list, or (had the
+ * other's round taken it) gets it back in the shed and lets go of it.
+ * Both pollers in upcalls when B and C are posted puts them on their
+ * home, poller 0, behind each other.
  */
 static void kevd_consumer_free_queued_elsewhere(struct kunit *test)
 {
@@ -3590,9 +3596,12 @@ static void kevd_consumer_free_queued_elsewhere(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, kevd_post_se(b, NULL), 0);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(f, NULL), 0);
 	complete(&q->w_release);
-	/* F's upcall on poller 1 waits in kevd_free(B) */
-	KUNIT_EXPECT_TRUE(test, qf_asleep(&q->freer));
-	/* poller 0 goes on: C's batch sheds B to poller 1 */
+	/*
+	 * F's upcall on poller 1 frees B: it takes B off poller 0's run list
+	 * (or, had poller 0's round taken B, it would wait)
+	 */
+	KUNIT_EXPECT_TRUE(test, qf_asleep_or(&q->freer, &q->freed));
+	/* poller 0 goes on: C's batch sheds what it holds to poller 1 */
 	complete(&q->x_release);
 	left = wait_for_completion_timeout(&q->freed, CONS_WAIT);
 	KUNIT_ASSERT_GT_MSG(test, left, 0, "kevd_free() from F's upcall hangs");
@@ -3677,7 +3686,7 @@ static void kevd_consumer_free_own_queued_while_torn_down(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, kevd_post_se(q->x, NULL), 0);
 	complete(&q->z_go);
 	/* Z's upcall on poller 0 waits for E's upcall to end */
-	KUNIT_EXPECT_TRUE(test, qf_asleep(&q->tearer));
+	KUNIT_EXPECT_TRUE(test, qf_asleep_or(&q->tearer, NULL));
 	complete(&q->e_go);
 	left = wait_for_completion_timeout(&q->freed, CONS_WAIT);
 	KUNIT_ASSERT_GT_MSG(test, left, 0, "kevd_free() from E's upcall hangs");
@@ -3687,6 +3696,105 @@ static void kevd_consumer_free_own_queued_while_torn_down(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, q->teardown_ret, 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(q->e), 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(z), 0);
+	kfree(q);
+}
+
+/*
+ * kevd_consumer_free_shed_to_blocked_poller: A's upcall frees B after A's
+ * batch began by passing B to the other poller, which is inside an
+ * upcall that waits until A's upcall is done (here: until the test sees
+ * the free return).
+ */
+struct qshed {
+	struct kevd *b;
+	struct completion x_entered, x_release, y_entered, y_release;
+	struct completion a_slow_done, freed;
+	atomic_t a_calls;
+	int free_ret;
+};
+
+static void qs_a_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qshed *q = ctx;
+
+	if (atomic_inc_return(&q->a_calls) == 1) {
+		/* The stimulus (a slow upcall), not a synchronisation. */
+		msleep(20);
+		complete(&q->a_slow_done);
+		return;
+	}
+	q->free_ret = kevd_free(q->b);
+	complete(&q->freed);
+}
+
+static void qs_x_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qshed *q = ctx;
+
+	complete(&q->x_entered);
+	wait_for_completion(&q->x_release);
+}
+
+static void qs_y_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qshed *q = ctx;
+
+	complete(&q->y_entered);
+	wait_for_completion(&q->y_release);
+}
+
+/*
+ * A dead EVD passed to a poller that is busy in a consumer's upcall is
+ * not that poller's to let go of: kevd_free() takes it off the run list
+ * itself, and does not wait for an upcall that may be waiting for it.
+ */
+static void kevd_consumer_free_shed_to_blocked_poller(struct kunit *test)
+{
+	struct kevd *a, *x, *y;
+	struct qshed *q;
+	long left;
+
+	if (kevd_nr_pollers() != 2 || !cpu_online(1))
+		kunit_skip(test, "needs two pollers, on CPUs 0 and 1");
+	/* not the test's: a failed assertion leaves upcalls that use it */
+	q = kzalloc(sizeof(*q), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, q);
+	init_completion(&q->x_entered);
+	init_completion(&q->x_release);
+	init_completion(&q->y_entered);
+	init_completion(&q->y_release);
+	init_completion(&q->a_slow_done);
+	init_completion(&q->freed);
+	a = qf_create(test, qs_a_upcall, q, 0);
+	x = qf_create(test, qs_x_upcall, q, 0);
+	y = qf_create(test, qs_y_upcall, q, 1);
+	q->b = qf_create(test, qf_nop_upcall, q, 0);
+
+	/* A is slow from now on: poller 0 sheds before its next batch */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(a, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->a_slow_done,
+							  CONS_WAIT), 0);
+	/* both pollers inside upcalls */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(x, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->x_entered,
+							  CONS_WAIT), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(y, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->y_entered,
+							  CONS_WAIT), 0);
+	/* A, then B, queued on their home, poller 0 */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(a, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(q->b, NULL), 0);
+	/* A's batch sheds B to poller 1, then A's upcall frees B */
+	complete(&q->x_release);
+	left = wait_for_completion_timeout(&q->freed, CONS_WAIT);
+	complete(&q->y_release);
+	KUNIT_ASSERT_GT_MSG(test, left, 0,
+			    "kevd_free() waits for the upcall on poller 1");
+	KUNIT_EXPECT_EQ(test, q->free_ret, 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&q->a_calls), 2);
+	KUNIT_EXPECT_EQ(test, kevd_free(y), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(x), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(a), 0);
 	kfree(q);
 }
 
@@ -3702,6 +3810,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_resize_keeps_threshold),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
+	KUNIT_CASE(kevd_consumer_free_shed_to_blocked_poller),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
 			 ext_policy_gen_params),
 	KUNIT_CASE(kevd_consumer_giveback_full_ring),
