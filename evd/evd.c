@@ -11,9 +11,13 @@
  * it; the debugfs reader relies on kevd_list_lock instead (an EVD leaves
  * the list before its last reference goes). kevd_free() quiesces
  * the EVD (no upcall, no poller, no CQ handler) before it drops the
- * consumer's reference.
+ * consumer's reference. A post is not quiesced: the event it publishes
+ * may be taken, and the EVD freed, before it returns. It runs under
+ * rcu_read_lock(), and the memory goes a grace period after the last
+ * reference.
  */
 #include <linux/module.h>
+#include <linux/rcupdate.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/wait_bit.h>
@@ -71,18 +75,31 @@ static void kevd_consumer_done(struct kevd *evd, bool taker)
 	kevd_schedule(evd);
 }
 
-static void kevd_release(struct kref *ref)
+static void kevd_release_rcu(struct rcu_head *rcu)
 {
-	struct kevd *evd = container_of(ref, struct kevd, ref);
+	struct kevd *evd = container_of(rcu, struct kevd, rcu);
 
 	kevd_ring_destroy(&evd->ring);
 	kevd_dim_free(evd);
 	kfree(evd);
 }
 
+static void kevd_release(struct kref *ref)
+{
+	struct kevd *evd = container_of(ref, struct kevd, ref);
+
+	call_rcu(&evd->rcu, kevd_release_rcu);
+}
+
 /**
  * kevd_put() - drop a reference; the last one frees the memory.
  * @evd: the EVD.
+ *
+ * The memory goes after an RCU grace period: the posts
+ * (kevd_post_se(), kevd_post_event()) touch the EVD after they publish
+ * their event, under rcu_read_lock(), and a consumer may take that
+ * event and free the EVD before the post returns. kevd's exit waits for
+ * the last of these (rcu_barrier()).
  */
 void kevd_put(struct kevd *evd)
 {
@@ -535,9 +552,11 @@ int kevd_post_se(struct kevd *evd, void *pointer)
 
 	if (!evd || !(evd->flags & KEVD_SOFTWARE_FLAG))
 		return -EINVAL;
+	rcu_read_lock();	/* the event may be taken, the EVD freed */
 	ret = kevd_ring_post(&evd->ring, &ev, KEVD_STREAM_SOFTWARE, false);
 	if (!ret)
 		kevd_producer_done(evd);
+	rcu_read_unlock();
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kevd_post_se);
@@ -591,6 +610,7 @@ int kevd_post_event(struct kevd *evd, const struct kevd_event *ev)
 		return -EINVAL;
 	e = *ev;
 	e.evd = evd;
+	rcu_read_lock();	/* the event may be taken, the EVD freed */
 	if (kevd_fenced(evd, ev)) {
 		ret = kevd_ring_fence(&evd->ring, &e);
 		if (!ret)
@@ -600,10 +620,11 @@ int kevd_post_event(struct kevd *evd, const struct kevd_event *ev)
 		if (!ret)
 			kevd_producer_done(evd);
 	}
-	if (ret) {
+	if (ret)
 		kevd_raise_overflow(evd, stream);
+	rcu_read_unlock();
+	if (ret)
 		return ret == -ENOMEM ? ret : -EOVERFLOW;
-	}
 	return 0;
 }
 EXPORT_SYMBOL_GPL(kevd_post_event);

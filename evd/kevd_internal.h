@@ -282,6 +282,9 @@ struct kevd_direct {
  * @async_users: EVDs that use this one as their async EVD.
  * @cm_users: CM bindings that post to this EVD (cm/cm.c).
  * @ref: the EVD's lifetime.
+ * @rcu: the memory goes a grace period after the last reference
+ *	(kevd_put()): a post may still be returning from an EVD whose
+ *	consumer took the event and freed it.
  * @list: on the global list of EVDs (debugfs, totals).
  * @id: a number for debugfs.
  * @owner: the module that created the EVD (kevd_create()'s THIS_MODULE;
@@ -342,6 +345,7 @@ struct kevd {
 	atomic_t async_users;
 	atomic_t cm_users;
 	struct kref ref;
+	struct rcu_head rcu;
 	struct list_head list;
 	unsigned int id;
 	struct module *owner;

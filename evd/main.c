@@ -13,6 +13,7 @@
  * CQ's, so kevd.ko must not unload (rmmod says it is in use).
  */
 #include <linux/module.h>
+#include <linux/rcupdate.h>
 #include "kevd_internal.h"
 #define CREATE_TRACE_POINTS
 #include "kevd_trace.h"
@@ -88,6 +89,7 @@ static void __exit kevd_exit(void)
 	kevd_reap(NULL, "the kernel");
 	kevd_debugfs_exit();
 	kevd_pollers_stop();
+	rcu_barrier();	/* the EVDs' memory (kevd_put()) */
 }
 
 module_init(kevd_init);

@@ -3798,6 +3798,73 @@ static void kevd_consumer_free_shed_to_blocked_poller(struct kunit *test)
 	kfree(q);
 }
 
+/* --- a stop event: the consumer frees the EVD as soon as it has it ------- */
+
+struct stop_waiter {
+	struct kevd *evd;
+	struct completion done;
+	int wait_rc;
+	int free_rc;
+	void *pointer;
+};
+
+static int stop_waiter_fn(void *data)
+{
+	struct stop_waiter *w = data;
+	struct kevd_event ev;
+	u32 nmore;
+
+	w->wait_rc = kevd_wait(w->evd, KEVD_TIMEOUT_INFINITE, 1, &ev, &nmore);
+	if (!w->wait_rc) {
+		w->pointer = ev.software.pointer;
+		w->free_rc = kevd_free(w->evd);
+	}
+	complete(&w->done);
+	return 0;
+}
+
+#define STOP_ROUNDS	4
+
+/*
+ * A thread of higher priority waits for a "stop" event and frees the EVD
+ * the moment it has it; the test thread posts it. The waiter runs as soon
+ * as the post wakes it (on one CPU, before kevd_post_se() returns): the
+ * post must not touch the EVD after its event was taken (KASAN reports
+ * it on the UML kernel).
+ */
+static void kevd_consumer_free_at_stop_event(struct kunit *test)
+{
+	struct stop_waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct task_struct *t;
+	unsigned long end;
+	unsigned int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	for (i = 0; i < STOP_ROUNDS; i++) {
+		init_completion(&w->done);
+		w->wait_rc = -1;
+		w->free_rc = -1;
+		w->pointer = NULL;
+		w->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG,
+				     KEVD_UPCALL_DISABLE, NULL, NULL);
+		t = kthread_create(stop_waiter_fn, w, "kevd_cons_stop");
+		KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+		sched_set_fifo(t);
+		wake_up_process(t);
+		/* a post before the wait begins is taken at once: no harm */
+		end = jiffies + CONS_WAIT;
+		while (!(cons_state(w->evd) & KEVD_STATE_WAITED) &&
+		       time_before(jiffies, end))
+			schedule_timeout_uninterruptible(1);
+		KUNIT_EXPECT_EQ(test, kevd_post_se(w->evd, w), 0);
+		KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done,
+								  CONS_WAIT), 0);
+		KUNIT_EXPECT_EQ(test, w->wait_rc, 0);
+		KUNIT_EXPECT_PTR_EQ(test, w->pointer, (void *)w);
+		KUNIT_EXPECT_EQ(test, w->free_rc, 0);
+	}
+}
+
 static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_seed_pattern,
 			      seed_stream_gen_params, { .speed = KUNIT_SPEED_SLOW }),
@@ -3808,6 +3875,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM(kevd_consumer_full_ring_resumes,
 			 stall_policy_gen_params),
 	KUNIT_CASE(kevd_consumer_resize_keeps_threshold),
+	KUNIT_CASE(kevd_consumer_free_at_stop_event),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
 	KUNIT_CASE(kevd_consumer_free_shed_to_blocked_poller),
