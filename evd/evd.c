@@ -208,6 +208,32 @@ void kevd_attr_init(struct kevd_attr *attr)
 }
 EXPORT_SYMBOL_GPL(kevd_attr_init);
 
+/*
+ * A new EVD uses @aevd as its async EVD: kevd_free(@aevd) refuses from now
+ * on. Under @aevd's lock, as kevd_free() checks: an EVD being freed is
+ * refused (-EINVAL).
+ */
+static int kevd_async_hold(struct kevd *aevd)
+{
+	unsigned long flags;
+	int ret = -EINVAL;
+
+	spin_lock_irqsave(&aevd->lock, flags);
+	if (aevd->state & KEVD_STATE_OPEN) {
+		atomic_inc(&aevd->async_users);
+		kevd_get(aevd);
+		ret = 0;
+	}
+	spin_unlock_irqrestore(&aevd->lock, flags);
+	return ret;
+}
+
+static void kevd_async_unhold(struct kevd *aevd)
+{
+	atomic_dec(&aevd->async_users);
+	kevd_put(aevd);
+}
+
 static int kevd_check_attr(struct ib_device *dev, const struct kevd_attr *attr)
 {
 	if (!attr || !attr->qlen || attr->qlen > KEVD_MAX_QLEN)
@@ -246,7 +272,7 @@ static int kevd_check_attr(struct ib_device *dev, const struct kevd_attr *attr)
  * 2^20, no or unknown stream flags, the DTO stream without a device,
  * TEARDOWN or an unknown policy, an enabling policy without an upcall
  * function, a bad upcall flag or CPU, or an async EVD without the async
- * stream; -ENOMEM; or the error of ib_create_cq().
+ * stream or being freed; -ENOMEM; or the error of ib_create_cq().
  */
 struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
 			   struct module *owner)
@@ -287,6 +313,12 @@ struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
 	evd->state = KEVD_STATE_OPEN;
 	evd->owner = owner;
 
+	if (attr->async_evd) {
+		ret = kevd_async_hold(attr->async_evd);
+		if (ret)
+			goto err_ring;
+		evd->async_evd = attr->async_evd;
+	}
 	if (attr->flags & KEVD_DTO_FLAG) {
 		/* the CQ's vector, then the poller where it interrupts */
 		vector = kevd_cq_pick_vector(dev, attr->comp_vector);
@@ -295,14 +327,9 @@ struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
 		evd->home = kevd_poller_pick(cpu);
 		ret = kevd_cq_create(evd, dev, attr, vector, kevd_cq_event);
 		if (ret)
-			goto err_ring;
+			goto err_async;
 	} else {
 		evd->home = kevd_poller_pick(cpu);
-	}
-	if (attr->async_evd) {
-		evd->async_evd = attr->async_evd;
-		kevd_get(evd->async_evd);
-		atomic_inc(&evd->async_evd->async_users);
 	}
 	kevd_register(evd);
 	trace_kevd_create(evd);
@@ -310,6 +337,9 @@ struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
 		kevd_schedule(evd);
 	return evd;
 
+err_async:
+	if (evd->async_evd)
+		kevd_async_unhold(evd->async_evd);
 err_ring:
 	kevd_dim_free(evd);
 	kevd_ring_destroy(&evd->ring);
@@ -371,10 +401,8 @@ int kevd_free(struct kevd *evd)
 				   kevd_ring_drop_fenced(&evd->ring) + parked);
 	trace_kevd_free(evd);
 	kevd_unregister(evd);
-	if (evd->async_evd) {
-		atomic_dec(&evd->async_evd->async_users);
-		kevd_put(evd->async_evd);
-	}
+	if (evd->async_evd)
+		kevd_async_unhold(evd->async_evd);
 	kevd_put(evd);
 	return 0;
 }

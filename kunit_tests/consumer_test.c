@@ -3865,6 +3865,83 @@ static void kevd_consumer_free_at_stop_event(struct kunit *test)
 	}
 }
 
+/* --- an async EVD being freed is nobody's new async EVD ------------------ */
+
+struct async_going {
+	struct kevd *aevd;
+	struct completion entered, release, freed;
+	int free_rc;
+};
+
+static void async_going_upcall(void *ctx, const struct kevd_event *ev,
+			       bool more)
+{
+	struct async_going *g = ctx;
+
+	complete(&g->entered);
+	wait_for_completion(&g->release);
+}
+
+static int async_going_free_fn(void *data)
+{
+	struct async_going *g = data;
+
+	g->free_rc = kevd_free(g->aevd);
+	complete(&g->freed);
+	return 0;
+}
+
+/*
+ * While a thread frees an async EVD (it waits for the EVD's upcall to
+ * end), a new EVD that names it as its async EVD is refused: the free
+ * must not end with an EVD still using the async EVD.
+ */
+static void kevd_consumer_create_on_async_being_freed(struct kunit *test)
+{
+	struct kevd_upcall up = { async_going_upcall, NULL };
+	struct kevd_attr attr;
+	struct async_going *g;
+	struct task_struct *t;
+	struct kevd *evd;
+	unsigned long end;
+	long left;
+
+	/* not the test's: a failed assertion leaves an upcall that uses it */
+	g = kzalloc(sizeof(*g), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, g);
+	init_completion(&g->entered);
+	init_completion(&g->release);
+	init_completion(&g->freed);
+	up.ctx = g;
+	g->aevd = cons_create(test, 16, KEVD_ASYNC_FLAG | KEVD_SOFTWARE_FLAG,
+			      KEVD_UPCALL_SINGLE_INSTANCE, &up, NULL);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(g->aevd, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&g->entered,
+							  CONS_WAIT), 0);
+	t = kthread_run(async_going_free_fn, g, "kevd_cons_afree");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	/* the free has begun: the async EVD is no longer open */
+	end = jiffies + CONS_WAIT;
+	while ((cons_state(g->aevd) & KEVD_STATE_OPEN) &&
+	       time_before(jiffies, end))
+		schedule_timeout_uninterruptible(1);
+	KUNIT_EXPECT_EQ(test, cons_state(g->aevd) & KEVD_STATE_OPEN, 0U);
+
+	kevd_attr_init(&attr);
+	attr.flags = KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.async_evd = g->aevd;
+	evd = kevd_create(NULL, &attr);
+	KUNIT_EXPECT_PTR_EQ(test, evd, ERR_PTR(-EINVAL));
+	if (!IS_ERR_OR_NULL(evd))
+		KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	complete(&g->release);
+	left = wait_for_completion_timeout(&g->freed, CONS_WAIT);
+	KUNIT_ASSERT_GT(test, left, 0);
+	KUNIT_EXPECT_EQ(test, g->free_rc, 0);
+	kfree(g);
+}
+
 static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_seed_pattern,
 			      seed_stream_gen_params, { .speed = KUNIT_SPEED_SLOW }),
@@ -3876,6 +3953,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 			 stall_policy_gen_params),
 	KUNIT_CASE(kevd_consumer_resize_keeps_threshold),
 	KUNIT_CASE(kevd_consumer_free_at_stop_event),
+	KUNIT_CASE(kevd_consumer_create_on_async_being_freed),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
 	KUNIT_CASE(kevd_consumer_free_shed_to_blocked_poller),
