@@ -21,7 +21,9 @@
  *	the fenced events.
  *   poller->lock (spin_lock_irqsave)
  *	the run list of a poller thread; taken inside evd->lock (the
- *	completion handler schedules under it), nothing inside it.
+ *	completion handler schedules under it), no kevd lock inside it
+ *	(the wake-up of a kevd_free() waiter, wake_up_var(), runs under
+ *	it: kevd_poller_added()).
  *   kevd_list_lock (a mutex, evd/debugfs.c)
  *	the global list of EVDs; taken alone.
  *
