@@ -148,22 +148,27 @@ int kevd_raise_overflow(struct kevd *evd, enum kevd_stream stream)
 		.event_number = KEVD_ASYNC_ERROR_EVD_OVERFLOW,
 		.async = { .handle = evd, .reason = stream },
 	};
+	struct kevd *aevd = evd->async_evd;
+	int ret = 0;
 
 	kevd_set_overflowed(evd);
 	trace_kevd_overflow(evd, stream);
 	pr_warn_ratelimited("kevd: EVD %u overflowed: a %s event was dropped%s\n",
 			    evd->id, kevd_stream_name(stream),
-			    evd->async_evd ? "" : " (no async EVD)");
-	if (!evd->async_evd)
+			    aevd ? "" : " (no async EVD)");
+	if (!aevd)
 		return 0;
-	ev.evd = evd->async_evd;
-	if (kevd_ring_post(&evd->async_evd->ring, &ev, KEVD_STREAM_ASYNC,
-			   true)) {
-		kevd_set_overflowed(evd->async_evd);
-		return -ENOSPC;
+	ev.evd = aevd;
+	/* the event may be taken, @evd and @aevd freed (kevd_post_se()) */
+	rcu_read_lock();
+	if (kevd_ring_post(&aevd->ring, &ev, KEVD_STREAM_ASYNC, true)) {
+		kevd_set_overflowed(aevd);
+		ret = -ENOSPC;
+	} else {
+		kevd_producer_done(aevd);
 	}
-	kevd_producer_done(evd->async_evd);
-	return 0;
+	rcu_read_unlock();
+	return ret;
 }
 
 /* The async event handler of the EVD's CQ (kevd_cq_create()). */
