@@ -3526,11 +3526,8 @@ static struct kevd *qf_create(struct kunit *test, kevd_upcall_func fn,
 				   KEVD_UPCALL_SINGLE_INSTANCE, &up, 0, cpu);
 }
 
-/*
- * Until @t sleeps uninterruptibly, or @done (if not NULL) completes; false
- * if the bound runs out.
- */
-static bool qf_asleep_or(struct task_struct *const *t, struct completion *done)
+/* Until @t sleeps uninterruptibly; false if the bound runs out. */
+static bool qf_asleep(struct task_struct *const *t)
 {
 	unsigned long end = jiffies + CONS_WAIT;
 	struct task_struct *task;
@@ -3539,8 +3536,6 @@ static bool qf_asleep_or(struct task_struct *const *t, struct completion *done)
 		task = READ_ONCE(*t);
 		if (task && READ_ONCE(task->__state) == TASK_UNINTERRUPTIBLE)
 			return true;
-		if (done && completion_done(done))
-			return true;
 		if (time_after(jiffies, end))
 			return false;
 		schedule_timeout_uninterruptible(1);
@@ -3548,12 +3543,11 @@ static bool qf_asleep_or(struct task_struct *const *t, struct completion *done)
 }
 
 /*
- * An upcall that frees an EVD another poller holds queued, and that
- * poller passes it on (a slow upcall comes first): kevd_free() returns.
- * The freeing poller takes the EVD off the other's run list, or (had the
- * other's round taken it) gets it back in the shed and lets go of it.
- * Both pollers in upcalls when B and C are posted puts them on their
- * home, poller 0, behind each other.
+ * An upcall that frees an EVD queued on another poller, busy in an upcall
+ * of its own: kevd_free() takes the EVD off that poller's run list and
+ * returns at once. That poller then runs a slow EVD's batch, which passes
+ * on what it holds. Both pollers in upcalls when B and C are posted puts
+ * them on their home, poller 0, behind each other.
  */
 static void kevd_consumer_free_queued_elsewhere(struct kunit *test)
 {
@@ -3597,14 +3591,13 @@ static void kevd_consumer_free_queued_elsewhere(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, kevd_post_se(f, NULL), 0);
 	complete(&q->w_release);
 	/*
-	 * F's upcall on poller 1 frees B: it takes B off poller 0's run list
-	 * (or, had poller 0's round taken B, it would wait)
+	 * F's upcall on poller 1 frees B: it takes B off the run list of
+	 * poller 0, which is still inside X's upcall
 	 */
-	KUNIT_EXPECT_TRUE(test, qf_asleep_or(&q->freer, &q->freed));
-	/* poller 0 goes on: C's batch sheds what it holds to poller 1 */
-	complete(&q->x_release);
 	left = wait_for_completion_timeout(&q->freed, CONS_WAIT);
-	KUNIT_ASSERT_GT_MSG(test, left, 0, "kevd_free() from F's upcall hangs");
+	complete(&q->x_release);
+	KUNIT_ASSERT_GT_MSG(test, left, 0,
+			    "kevd_free() from F's upcall waits for poller 0");
 	KUNIT_EXPECT_EQ(test, q->free_ret, 0);
 	KUNIT_EXPECT_GT(test, wait_for_completion_timeout(&q->c_again,
 							  CONS_WAIT), 0);
@@ -3686,7 +3679,7 @@ static void kevd_consumer_free_own_queued_while_torn_down(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, kevd_post_se(q->x, NULL), 0);
 	complete(&q->z_go);
 	/* Z's upcall on poller 0 waits for E's upcall to end */
-	KUNIT_EXPECT_TRUE(test, qf_asleep_or(&q->tearer, NULL));
+	KUNIT_EXPECT_TRUE(test, qf_asleep(&q->tearer));
 	complete(&q->e_go);
 	left = wait_for_completion_timeout(&q->freed, CONS_WAIT);
 	KUNIT_ASSERT_GT_MSG(test, left, 0, "kevd_free() from E's upcall hangs");
@@ -3774,12 +3767,15 @@ static void kevd_consumer_free_shed_to_blocked_poller(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, kevd_post_se(a, NULL), 0);
 	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->a_slow_done,
 							  CONS_WAIT), 0);
-	/* both pollers inside upcalls */
-	KUNIT_ASSERT_EQ(test, kevd_post_se(x, NULL), 0);
-	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->x_entered,
-							  CONS_WAIT), 0);
+	/*
+	 * both pollers inside upcalls: Y first, as poller 0 may still be
+	 * inside A's upcall (X then waits for it, on its home)
+	 */
 	KUNIT_ASSERT_EQ(test, kevd_post_se(y, NULL), 0);
 	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->y_entered,
+							  CONS_WAIT), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(x, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->x_entered,
 							  CONS_WAIT), 0);
 	/* A, then B, queued on their home, poller 0 */
 	KUNIT_ASSERT_EQ(test, kevd_post_se(a, NULL), 0);
@@ -3800,68 +3796,86 @@ static void kevd_consumer_free_shed_to_blocked_poller(struct kunit *test)
 
 /* --- a stop event: the consumer frees the EVD as soon as it has it ------- */
 
+/* @evd: the EVD waited on; freed when the event comes. */
 struct stop_waiter {
 	struct kevd *evd;
 	struct completion done;
 	int wait_rc;
 	int free_rc;
-	void *pointer;
+	struct kevd_event ev;
 };
 
 static int stop_waiter_fn(void *data)
 {
 	struct stop_waiter *w = data;
-	struct kevd_event ev;
 	u32 nmore;
 
-	w->wait_rc = kevd_wait(w->evd, KEVD_TIMEOUT_INFINITE, 1, &ev, &nmore);
-	if (!w->wait_rc) {
-		w->pointer = ev.software.pointer;
+	w->wait_rc = kevd_wait(w->evd, jiffies_to_usecs(CONS_WAIT), 1, &w->ev,
+			       &nmore);
+	if (!w->wait_rc)
 		w->free_rc = kevd_free(w->evd);
-	}
 	complete(&w->done);
 	return 0;
+}
+
+/*
+ * Start @w's waiter as a SCHED_FIFO thread on the caller's CPU, and
+ * return when it waits (or the bound ran out: a post before the wait
+ * begins is taken at once, no harm). The caller cannot migrate until
+ * stop_waiter_posted().
+ */
+static void stop_waiter_start(struct kunit *test, struct stop_waiter *w)
+{
+	struct task_struct *t;
+	unsigned long end;
+
+	init_completion(&w->done);
+	w->wait_rc = -1;
+	w->free_rc = -1;
+	t = kthread_create(stop_waiter_fn, w, "kevd_cons_stop");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	migrate_disable();
+	kthread_bind(t, smp_processor_id());
+	sched_set_fifo(t);
+	wake_up_process(t);
+	end = jiffies + CONS_WAIT;
+	while (!(cons_state(w->evd) & KEVD_STATE_WAITED) &&
+	       time_before(jiffies, end))
+		schedule_timeout_uninterruptible(1);
+}
+
+/* The stop event was posted: wait for the waiter's frees. */
+static void stop_waiter_posted(struct kunit *test, struct stop_waiter *w)
+{
+	migrate_enable();
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
+			0);
+	KUNIT_EXPECT_EQ(test, w->wait_rc, 0);
+	KUNIT_EXPECT_EQ(test, w->free_rc, 0);
 }
 
 #define STOP_ROUNDS	4
 
 /*
  * A thread of higher priority waits for a "stop" event and frees the EVD
- * the moment it has it; the test thread posts it. The waiter runs as soon
- * as the post wakes it (on one CPU, before kevd_post_se() returns): the
- * post must not touch the EVD after its event was taken (KASAN reports
- * it on the UML kernel).
+ * the moment it has it; the test thread posts it. Both on one CPU, the
+ * waiter runs as soon as the post wakes it (CONFIG_PREEMPT), before
+ * kevd_post_se() returns: the post must not touch the EVD after its
+ * event was taken (KASAN reports it on the UML kernel).
  */
 static void kevd_consumer_free_at_stop_event(struct kunit *test)
 {
 	struct stop_waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
-	struct task_struct *t;
-	unsigned long end;
 	unsigned int i;
 
 	KUNIT_ASSERT_NOT_NULL(test, w);
 	for (i = 0; i < STOP_ROUNDS; i++) {
-		init_completion(&w->done);
-		w->wait_rc = -1;
-		w->free_rc = -1;
-		w->pointer = NULL;
 		w->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG,
 				     KEVD_UPCALL_DISABLE, NULL, NULL);
-		t = kthread_create(stop_waiter_fn, w, "kevd_cons_stop");
-		KUNIT_ASSERT_FALSE(test, IS_ERR(t));
-		sched_set_fifo(t);
-		wake_up_process(t);
-		/* a post before the wait begins is taken at once: no harm */
-		end = jiffies + CONS_WAIT;
-		while (!(cons_state(w->evd) & KEVD_STATE_WAITED) &&
-		       time_before(jiffies, end))
-			schedule_timeout_uninterruptible(1);
+		stop_waiter_start(test, w);
 		KUNIT_EXPECT_EQ(test, kevd_post_se(w->evd, w), 0);
-		KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done,
-								  CONS_WAIT), 0);
-		KUNIT_EXPECT_EQ(test, w->wait_rc, 0);
-		KUNIT_EXPECT_PTR_EQ(test, w->pointer, (void *)w);
-		KUNIT_EXPECT_EQ(test, w->free_rc, 0);
+		stop_waiter_posted(test, w);
+		KUNIT_EXPECT_PTR_EQ(test, w->ev.software.pointer, (void *)w);
 	}
 }
 
