@@ -278,7 +278,7 @@ bool kevd_poll_try_own(struct kevd *evd)
 }
 
 /**
- * kevd_poll_release() - end a pass kevd_poll_try_own() allowed.
+ * kevd_poll_release() - end a pass kevd_poll_try_own() or _take() allowed.
  * @evd: the EVD; the caller owns it.
  * @again: it needs another pass (budget used while a thread waits or
  *	after a re-arm, an arm failed, or upcalls were enabled during a
@@ -391,26 +391,34 @@ static bool kevd_list_has_dead(struct list_head *head)
 	return false;
 }
 
+/* Is @evd on @head? Then take it off if @take. */
+static bool kevd_list_find(struct list_head *head, struct kevd *evd,
+			   bool take)
+{
+	struct kevd *e;
+
+	list_for_each_entry(e, head, poll_node) {
+		if (e != evd)
+			continue;
+		if (take)
+			list_del_init(&evd->poll_node);
+		return true;
+	}
+	return false;
+}
+
 /* Is @evd on a poller's run list? Then take it off if @take. */
 static bool kevd_poll_find_queued(struct kevd *evd, bool take)
 {
 	struct kevd_poller *q;
 	unsigned long flags;
 	bool found = false;
-	struct kevd *e;
 	unsigned int i;
 
 	for (i = 0; i < kevd_pool.nr_pollers && !found; i++) {
 		q = &kevd_pool.pollers[i];
 		spin_lock_irqsave(&q->lock, flags);
-		list_for_each_entry(e, &q->run_list, poll_node) {
-			if (e != evd)
-				continue;
-			if (take)
-				list_del_init(&evd->poll_node);
-			found = true;
-			break;
-		}
+		found = kevd_list_find(&q->run_list, evd, take);
 		spin_unlock_irqrestore(&q->lock, flags);
 	}
 	return found;
@@ -428,6 +436,33 @@ static void kevd_poll_take_dead(struct kevd *evd)
 {
 	if (kevd_poll_find_queued(evd, true))
 		kevd_poll_let_go(evd, false);
+}
+
+/**
+ * kevd_poll_take() - own an EVD now, for a poll outside its passes.
+ * @evd: the EVD.
+ *
+ * As kevd_poll_try_own(), and also when @evd waits, queued, for a pass:
+ * on a poller's run list, or in the round of the poller that calls
+ * (from an upcall of another EVD). A queued EVD is owned by its queue:
+ * who takes it off owns it. kevd_poll_release(@evd, true) gives it back,
+ * and its pass comes after all.
+ *
+ * Context: process context.
+ * Return: true if the caller now owns @evd.
+ */
+bool kevd_poll_take(struct kevd *evd)
+{
+	struct kevd_poller *p = kevd_current_poller();
+
+	if (kevd_poll_try_own(evd))
+		return true;
+	if (!(p && (kevd_list_find(&p->todo, evd, true) ||
+		    kevd_list_find(&p->again, evd, true))) &&
+	    !kevd_poll_find_queued(evd, true))
+		return false;
+	WRITE_ONCE(evd->busy_owner, current);
+	return true;
 }
 
 /*
@@ -667,6 +702,7 @@ bool kevd_poller_handoff(struct kevd_poller *p, struct kevd *evd)
 
 	if (to == p)
 		return false;
+	p->passing = NULL;	/* kevd_poller_owns(): no longer this pass's */
 	kevd_poller_enqueue(to, evd);
 	return true;
 }
