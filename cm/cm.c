@@ -256,6 +256,34 @@ static struct kevd_cm *kevd_cr_claim(void *cr)
 	return req;
 }
 
+/*
+ * Before @cm's QP is destroyed: its completions out of kevd's CQs. No
+ * provider takes a destroyed QP's completions out of the CQ, and kevd
+ * reads the QP when it converts one (kevd_cq_flush_qp()). The QP goes
+ * to error first, so that its posted work requests complete as flushed
+ * now (siw flushes them during the destroy otherwise), and its gate
+ * lifts, so that a completion parked behind it goes too. No handler of
+ * @cm posts or gates meanwhile: the binding is dying, or a request.
+ */
+static void kevd_cm_flush_qp(struct kevd_cm *cm, struct ib_qp *qp)
+{
+	struct kevd *scq = kevd_cq_evd(qp->send_cq);
+	struct kevd *rcq = kevd_cq_evd(qp->recv_cq);
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	int ret;
+
+	if (!scq && !rcq)
+		return;
+	ret = ib_modify_qp(qp, &attr, IB_QP_STATE);
+	if (ret)
+		pr_debug("kevd: QP %u to error: %d\n", qp->qp_num, ret);
+	kevd_cm_ungate(cm);
+	if (scq)
+		kevd_cq_flush_qp(scq);
+	if (rcq && rcq != scq)
+		kevd_cq_flush_qp(rcq);
+}
+
 /* Reject and destroy a request the caller took. Not from its handler. */
 static void kevd_cr_end(struct kevd_cm *req, const void *pdata, u8 len)
 {
@@ -266,8 +294,10 @@ static void kevd_cr_end(struct kevd_cm *req, const void *pdata, u8 len)
 	rdma_unlock_handler(req->id);
 	if (ret)
 		pr_debug("kevd: rdma_reject: %d\n", ret);
-	if (req->id->qp)	/* made on kevd_cr_id() by the consumer */
+	if (req->id->qp) {	/* made on kevd_cr_id() by the consumer */
+		kevd_cm_flush_qp(req, req->id->qp);
 		rdma_destroy_qp(req->id);
+	}
 	rdma_destroy_id(req->id);
 	kevd_cm_release(req);
 }
@@ -618,8 +648,11 @@ EXPORT_SYMBOL_GPL(kevd_cm_context);
  *
  * Waits for a handler of the id that is running (the consumer's, say,
  * making the QP on ROUTE_RESOLVED); from then on no event of the id is
- * posted and the consumer's handler is not called. Then destroys the
- * id's QP (rdma_destroy_qp()) if it has one, and the id. The requests of
+ * posted and the consumer's handler is not called. Then, if the id has a
+ * QP that completes into an EVD's CQ, moves it to error and waits until
+ * its completions, flushes included, are in their EVDs (at most a few
+ * seconds: a full EVD holds them in the CQ), then destroys the QP
+ * (rdma_destroy_qp()) and the id. The requests of
  * a listener that nobody accepted or rejected are rejected. The private
  * data of its events is freed, and its EVDs can be freed again.
  *
@@ -637,8 +670,10 @@ void kevd_cm_destroy_id(struct rdma_cm_id *id)
 	WRITE_ONCE(cm->dying, true);
 	rdma_unlock_handler(id);
 	/* no handler of the consumer's runs now: the QP stays as it is */
-	if (id->qp)
+	if (id->qp) {
+		kevd_cm_flush_qp(cm, id->qp);
 		rdma_destroy_qp(id);
+	}
 	rdma_destroy_id(id);
 	kevd_cm_end_requests(cm);
 	kevd_cm_release(cm);

@@ -222,6 +222,8 @@ int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 		ret = kevd_cq_poll_gated(evd, n, wcs);
 	if (unlikely(ret < 0 && ret != -EAGAIN))
 		kevd_cq_poll_failed(evd, ret);
+	else if (ret >= 0 && ret < n && !evd->has_parked)
+		WRITE_ONCE(evd->cq_emptied, evd->cq_emptied + 1);
 	return ret;
 }
 
@@ -271,6 +273,95 @@ void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate)
 	kevd_schedule(evd);
 }
 EXPORT_SYMBOL_GPL(kevd_cq_ungate);	/* not public: as kevd_cq_gate() */
+
+/**
+ * kevd_cq_evd() - the EVD whose CQ @cq is.
+ * @cq: a CQ, or NULL.
+ *
+ * Return: the EVD, or NULL for a CQ that kevd did not create.
+ */
+struct kevd *kevd_cq_evd(struct ib_cq *cq)
+{
+	return cq && cq->comp_handler == kevd_comp_handler ? cq->cq_context :
+							     NULL;
+}
+EXPORT_SYMBOL_GPL(kevd_cq_evd);	/* not public: cm/cm.c */
+
+/* Has a poll that began after kevd_cq_flush_qp() read @gen found it empty? */
+static bool kevd_cq_emptied_since(struct kevd *evd, u32 gen, u32 polls)
+{
+	return READ_ONCE(evd->cq_emptied) - gen >= polls;
+}
+
+/*
+ * Poll the CQ of @evd, which the caller owns, until a poll finds it
+ * empty, the ring is full or @wcs is NULL (no memory: the owner's next
+ * pass does it).
+ */
+static void kevd_cq_flush_owned(struct kevd *evd, struct ib_wc *wcs)
+{
+	u32 gen = READ_ONCE(evd->cq_emptied);
+
+	while (wcs && !kevd_cq_emptied_since(evd, gen, 1))
+		if (!kevd_cq_drain(evd, wcs, KEVD_BATCH))
+			break;
+}
+
+/**
+ * kevd_cq_flush_qp() - take a QP's completions out of the CQ before it goes.
+ * @evd: the EVD whose CQ the QP completes into.
+ *
+ * kevd converts a completion when it polls it, and reads its QP then
+ * (the event's ep_context is the QP's context); no provider takes a
+ * destroyed QP's completions out of the CQ, and siw adds its flushes as
+ * it destroys a QP that is not yet in error. So the caller moves the QP
+ * to error (siw flushes it then), and this waits until a poll that began
+ * after the call found the CQ empty: a poller's, or the caller's own,
+ * when it owns the EVD (an upcall of @evd, a pull) or can take it (free,
+ * or queued for a pass: kevd_poll_take()).
+ * Then the QP may go.
+ *
+ * Best effort: a full ring stops the polls until the consumer takes
+ * events, and a CQ that never runs empty keeps it waiting. After
+ * KEVD_FLUSH_WAIT it returns anyway, and says so.
+ *
+ * Context: process context; sleeps. Not from a CM event handler.
+ */
+void kevd_cq_flush_qp(struct kevd *evd)
+{
+	unsigned long end = jiffies + KEVD_FLUSH_WAIT;
+	u32 gen = READ_ONCE(evd->cq_emptied);
+	struct ib_wc *wcs;
+
+	might_sleep();
+	wcs = kmalloc_array(KEVD_BATCH, sizeof(*wcs), GFP_KERNEL);
+	if (kevd_poller_owns(evd)) {
+		kevd_cq_flush_owned(evd, wcs);
+		kfree(wcs);
+		return;
+	}
+	/* a poll that began before the call may end after it: two polls */
+	while (!kevd_cq_emptied_since(evd, gen, 2)) {
+		/* queued on this very poller (an upcall calls) is taken too */
+		if (kevd_poll_take(evd)) {
+			kevd_cq_flush_owned(evd, wcs);
+			/* the poller arms it, as after a pull that found work */
+			kevd_poll_release(evd, true);
+			if (kevd_cq_emptied_since(evd, gen, 1))
+				break;
+		} else {
+			kevd_schedule(evd);	/* or MISSED: a pass follows */
+		}
+		if (time_after(jiffies, end)) {
+			pr_warn("kevd: EVD %u: its CQ was not polled empty before a QP on it was destroyed (a full EVD?)\n",
+				evd->id);
+			break;
+		}
+		schedule_timeout_uninterruptible(1);
+	}
+	kfree(wcs);
+}
+EXPORT_SYMBOL_GPL(kevd_cq_flush_qp);	/* not public: cm/cm.c */
 
 /**
  * kevd_cq_drop_parked() - discard the parked completion of a dead EVD.

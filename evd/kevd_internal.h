@@ -71,6 +71,8 @@
  * (evd/poller.c); as NAPI's netdev_budget_usecs, 2 ms.
  */
 #define KEVD_SLOW_UPCALL_NS	(2 * NSEC_PER_MSEC)
+/* kevd_cq_flush_qp() waits at most this long for a poll of the CQ */
+#define KEVD_FLUSH_WAIT		(5 * HZ)
 
 /* Bits of kevd->poll_state. */
 enum {
@@ -269,6 +271,8 @@ struct kevd_direct {
  * @comp_vector: its completion vector.
  * @gated_qps: QPs gated (struct kevd_gate, kevd_cq_gate()); changed under
  *	@lock, checked for emptiness without it on every poll.
+ * @cq_emptied: polls that found the CQ empty (written by the owner;
+ *	kevd_cq_flush_qp() reads it).
  * @has_parked: @parked holds a gated QP's completion (owner only).
  * @parked: the first completion of a gated QP that the owner polled.
  * @cq_follows_qlen: the CQ's depth came from the queue length (kevd_cq_fit()).
@@ -333,6 +337,7 @@ struct kevd {
 	u64 moderations;
 	u32 comp_vector;
 	struct list_head gated_qps;
+	u32 cq_emptied;
 	bool has_parked;
 	struct ib_wc parked;
 	bool cq_follows_qlen;
@@ -698,6 +703,8 @@ void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate);
 u32 kevd_cq_drop_parked(struct kevd *evd);
 u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget);
+struct kevd *kevd_cq_evd(struct ib_cq *cq);
+void kevd_cq_flush_qp(struct kevd *evd);
 u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
 		     struct kevd_event *evs, bool *direct);
 

@@ -1124,6 +1124,64 @@ static void kevd_dto_gate_holds_qp(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+struct flush_in_upcall {
+	struct kevd *e;
+	struct completion done;
+	u32 count;
+};
+
+static void flush_in_upcall_fn(void *ctx, const struct kevd_event *ev,
+			       bool more)
+{
+	struct flush_in_upcall *f = ctx;
+
+	/* a completion (and its notification), then the flush */
+	fake_cq_add_seq(kevd_cq(f->e));
+	kevd_cq_flush_qp(f->e);
+	f->count = kevd_ring_count(&f->e->ring);
+	complete(&f->done);
+}
+
+/*
+ * kevd_cq_flush_qp() from an upcall of another EVD (a CM destroy in a
+ * connection upcall): the EVD whose CQ it flushes may be queued on the
+ * very poller that runs the upcall (UML's one poller), which cannot make
+ * its pass meanwhile. The flush takes the EVD and polls the CQ itself.
+ */
+static void kevd_dto_flush_from_upcall(struct kunit *test)
+{
+	struct kevd_upcall up = { flush_in_upcall_fn, NULL };
+	struct flush_in_upcall *f;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd *conn;
+
+	f = kunit_kzalloc(test, sizeof(*f), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, f);
+	init_completion(&f->done);
+	up.ctx = f;
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.cpu = 0;
+	f->e = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, f->e);
+	conn = kevd_test_create(test, 4, KEVD_SOFTWARE_FLAG,
+				KEVD_UPCALL_SINGLE_INSTANCE, &up, 0);
+
+	KUNIT_ASSERT_EQ(test, kevd_post_se(conn, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&f->done,
+							  KEVD_TEST_WAIT), 0);
+	/* polled into the ring before the flush returned */
+	KUNIT_EXPECT_EQ(test, f->count, 1U);
+	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(f->e), 0);
+	fake_hca_destroy(hca);
+}
+
 /* QP and device async events routed into an async EVD. */
 static void kevd_dto_post_ib_event(struct kunit *test)
 {
@@ -1814,6 +1872,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_free_with_qp),
 	KUNIT_CASE(kevd_dto_post_ib_event),
 	KUNIT_CASE(kevd_dto_gate_holds_qp),
+	KUNIT_CASE(kevd_dto_flush_from_upcall),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
 	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_case_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),

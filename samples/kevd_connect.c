@@ -30,7 +30,10 @@
  *      blocked on it, then makes the QP and connects; kevd_cm_destroy_id()
  *      must destroy that QP too, or the QP leaks and its EVD cannot be
  *      freed;
- *   6. a request to a port nobody listens on: whatever the transport
+ *   6. an endpoint is destroyed while connected, with KC_HELD receives
+ *      posted: kevd_cm_destroy_id() takes their flushes into the EVD
+ *      before the QP goes (all of them on siw, at most all on rxe);
+ *   7. a request to a port nobody listens on: whatever the transport
  *      reports (NON_PEER_REJECTED on IB and RoCE; on iWARP the connect is
  *      refused, as an event or by rdma_connect() itself) is printed.
  * Private data is checked byte for byte.
@@ -39,6 +42,7 @@
  *   kevd-e2e-cm device=siw0 cycles=1 cr=3 established=4 peer_rejected=1
  *     disconnected=2 flushed=64 after_disconnect=0 sends=8 recvs=8
  *     mr_steps=5 outside_mr=<DTO status> destroyed_in_handler=1
+ *     destroyed_connected=<flushes>
  *     no_listener=<event or errno> ok
  * The load fails (-EIO) if any step fails.
  *
@@ -127,7 +131,7 @@ struct kc_dev {
 	void *buf;
 	u64 dma;
 	int cr, established, peer_rejected, disconnected, flushed, after;
-	int sends, recvs, mr_steps, destroyed;
+	int sends, recvs, mr_steps, destroyed, destroyed_connected;
 	u32 outside_status;
 	void *mr_buf;
 	char no_listener[32];
@@ -592,6 +596,51 @@ static int kc_accept_round(struct kc_dev *d)
 	if (!ret)
 		ret = kc_flush_then_disconnect(d, &a, pid);
 	kc_connection_end(d, &a, pid);
+	return ret;
+}
+
+/*
+ * An endpoint destroyed while connected, receives posted (a DAT ep_free
+ * without a disconnect first): kevd moves the QP to error and takes its
+ * flushes into the EVD before the QP goes, or its flushes would be
+ * converted after the QP is freed. On iWARP (siw) all of them are in the
+ * EVD when kevd_cm_destroy_id() returns, in order: siw flushes at the
+ * error transition. rxe flushes in its own work, and drops silently
+ * what it has not flushed when the QP goes: at most all of them there.
+ */
+static int kc_destroy_connected_round(struct kc_dev *d)
+{
+	struct rdma_cm_id *pid = NULL;
+	struct kevd_event ev;
+	struct kc_active a;
+	int i, n = 0, ret;
+
+	ret = kc_establish(d, &a, &pid, true);
+	if (!ret)
+		ret = kc_traffic(d);
+	for (i = 0; i < KC_HELD && !ret; i++)
+		ret = kc_post(d, pid->qp, false, 5000 + i, i);
+	if (pid)
+		kevd_cm_destroy_id(pid);
+	while (!ret && !kevd_dequeue(d->p_evd, &ev)) {
+		if (ev.event_number != KEVD_DTO_COMPLETION_EVENT ||
+		    ev.dto.cookie != 5000 + n ||
+		    ev.dto.status != KEVD_DTO_ERR_FLUSHED) {
+			pr_err("kevd-e2e-cm: %s: destroyed connected: event %#x cookie %llu status %u after %d flushes\n",
+			       d->name, ev.event_number, ev.dto.cookie,
+			       ev.dto.status, n);
+			ret = -EIO;
+		}
+		n++;
+	}
+	kc_connection_end(d, &a, NULL);
+	d->destroyed_connected = n;
+	if (!ret && (n > KC_HELD ||
+		     (rdma_protocol_iwarp(d->dev, 1) && n != KC_HELD))) {
+		pr_err("kevd-e2e-cm: %s: destroyed connected: %d flushes of %d\n",
+		       d->name, n, KC_HELD);
+		ret = -EIO;
+	}
 	return ret;
 }
 
@@ -1210,11 +1259,14 @@ static int kc_run(char *spec)
 	if (!ret)
 		ret = kc_destroy_round(d);
 	if (!ret)
+		ret = kc_destroy_connected_round(d);
+	if (!ret)
 		kc_no_listener(d);
-	pr_info("kevd-e2e-cm device=%s cycles=%u cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d mr_steps=%d outside_mr=%u destroyed_in_handler=%d no_listener=%s %s rc=%d\n",
+	pr_info("kevd-e2e-cm device=%s cycles=%u cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d mr_steps=%d outside_mr=%u destroyed_in_handler=%d destroyed_connected=%d no_listener=%s %s rc=%d\n",
 		d->name, i, d->cr, d->established, d->peer_rejected,
 		d->disconnected, d->flushed, d->after, d->sends, d->recvs,
-		d->mr_steps, d->outside_status, d->destroyed, d->no_listener,
+		d->mr_steps, d->outside_status, d->destroyed,
+		d->destroyed_connected, d->no_listener,
 		ret ? "failed" : "ok", ret);
 	kc_teardown(d);
 	kfree(d);
