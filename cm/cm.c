@@ -279,9 +279,9 @@ static void kevd_cm_flush_qp(struct kevd_cm *cm, struct ib_qp *qp)
 		pr_debug("kevd: QP %u to error: %d\n", qp->qp_num, ret);
 	kevd_cm_ungate(cm);
 	if (scq)
-		kevd_cq_flush_qp(scq);
+		kevd_cq_flush_qp(scq, qp);
 	if (rcq && rcq != scq)
-		kevd_cq_flush_qp(rcq);
+		kevd_cq_flush_qp(rcq, qp);
 }
 
 /* Reject and destroy a request the caller took. Not from its handler. */

@@ -193,6 +193,62 @@ static int kevd_cq_poll_gated(struct kevd *evd, int n, struct ib_wc *wcs)
 	return n;
 }
 
+/* The gated QPs and the parked completion, or ib_poll_cq() alone. */
+static int __kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
+{
+	/* list_empty() reads once: the list is changed under evd->lock */
+	if (likely(list_empty(&evd->gated_qps) && !evd->has_parked))
+		return ib_poll_cq(evd->cq, n, wcs);
+	return kevd_cq_poll_gated(evd, n, wcs);
+}
+
+/* Take the drain markers out of @got completions; return those left. */
+static int kevd_cq_take_markers(struct kevd *evd, struct ib_wc *wcs, int got)
+{
+	struct kevd_qp_drain *d;
+	unsigned long flags;
+	int i, kept = 0;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	for (i = 0; i < got; i++) {
+		list_for_each_entry(d, &evd->drains, node)
+			if (wcs[i].qp == d->qp &&
+			    wcs[i].wr_id == (u64)(uintptr_t)d)
+				break;
+		if (list_entry_is_head(d, &evd->drains, node)) {
+			if (kept != i)
+				wcs[kept] = wcs[i];
+			kept++;
+		} else if (!--d->markers) {
+			WRITE_ONCE(d->seen_at, evd->cq_polls);
+		}
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
+	return kept;
+}
+
+/*
+ * A QP is being drained (kevd_cq_flush_qp()): its markers are no
+ * completions of the consumer's. A full batch that lost some is filled
+ * again, so that a short one still means an empty CQ (kevd_cq_unfence()).
+ */
+static int kevd_cq_poll_markers(struct kevd *evd, int n, struct ib_wc *wcs,
+				int got)
+{
+	int kept = 0, k;
+	bool full;
+
+	while (got > 0) {
+		full = kept + got == n;
+		k = kevd_cq_take_markers(evd, wcs + kept, got);
+		kept += k;
+		if (k == got || !full)
+			return kept;
+		got = __kevd_cq_poll(evd, n - kept, wcs + kept);
+	}
+	return kept ?: got;
+}
+
 /**
  * kevd_cq_poll() - poll the CQ, holding back the completions of gated QPs.
  * @evd: the EVD; the caller owns it.
@@ -203,7 +259,9 @@ static int kevd_cq_poll_gated(struct kevd *evd, int n, struct ib_wc *wcs)
  * the owner polls is parked and the CQ is polled no further: the
  * completions behind it wait in the CQ, in order, until the gate lifts.
  * Other QPs' completions ahead of it flow. No gate: ib_poll_cq() alone,
- * after one list_empty().
+ * after one list_empty(). The markers of a QP being drained are taken
+ * out. Each call counts in evd->cq_polls: the owner converts what a poll
+ * returned before it polls again, which kevd_cq_flush_qp() relies on.
  *
  * Context: the owning poller.
  * Return: what ib_poll_cq() returns (fewer than @n also when it stopped
@@ -215,15 +273,13 @@ int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 	int ret;
 
 	kevd_assert_owner(evd);
-	/* list_empty() reads once: the list is changed under evd->lock */
-	if (likely(list_empty(&evd->gated_qps) && !evd->has_parked))
-		ret = ib_poll_cq(evd->cq, n, wcs);
-	else
-		ret = kevd_cq_poll_gated(evd, n, wcs);
+	/* pairs with kevd_cq_drained(): the last poll's batch is converted */
+	smp_store_release(&evd->cq_polls, evd->cq_polls + 1);
+	ret = __kevd_cq_poll(evd, n, wcs);
+	if (unlikely(READ_ONCE(evd->ndrains)))
+		ret = kevd_cq_poll_markers(evd, n, wcs, ret);
 	if (unlikely(ret < 0 && ret != -EAGAIN))
 		kevd_cq_poll_failed(evd, ret);
-	else if (ret >= 0 && ret < n && !evd->has_parked)
-		WRITE_ONCE(evd->cq_emptied, evd->cq_emptied + 1);
 	return ret;
 }
 
@@ -285,83 +341,6 @@ struct kevd *kevd_cq_evd(struct ib_cq *cq)
 	return cq && cq->comp_handler == kevd_comp_handler ? cq->cq_context :
 							     NULL;
 }
-EXPORT_SYMBOL_GPL(kevd_cq_evd);	/* not public: cm/cm.c */
-
-/* Has a poll that began after kevd_cq_flush_qp() read @gen found it empty? */
-static bool kevd_cq_emptied_since(struct kevd *evd, u32 gen, u32 polls)
-{
-	return READ_ONCE(evd->cq_emptied) - gen >= polls;
-}
-
-/*
- * Poll the CQ of @evd, which the caller owns, until a poll finds it
- * empty, the ring is full or @wcs is NULL (no memory: the owner's next
- * pass does it).
- */
-static void kevd_cq_flush_owned(struct kevd *evd, struct ib_wc *wcs)
-{
-	u32 gen = READ_ONCE(evd->cq_emptied);
-
-	while (wcs && !kevd_cq_emptied_since(evd, gen, 1))
-		if (!kevd_cq_drain(evd, wcs, KEVD_BATCH))
-			break;
-}
-
-/**
- * kevd_cq_flush_qp() - take a QP's completions out of the CQ before it goes.
- * @evd: the EVD whose CQ the QP completes into.
- *
- * kevd converts a completion when it polls it, and reads its QP then
- * (the event's ep_context is the QP's context); no provider takes a
- * destroyed QP's completions out of the CQ, and siw adds its flushes as
- * it destroys a QP that is not yet in error. So the caller moves the QP
- * to error (siw flushes it then), and this waits until a poll that began
- * after the call found the CQ empty: a poller's, or the caller's own,
- * when it owns the EVD (an upcall of @evd, a pull) or can take it (free,
- * or queued for a pass: kevd_poll_take()).
- * Then the QP may go.
- *
- * Best effort: a full ring stops the polls until the consumer takes
- * events, and a CQ that never runs empty keeps it waiting. After
- * KEVD_FLUSH_WAIT it returns anyway, and says so.
- *
- * Context: process context; sleeps. Not from a CM event handler.
- */
-void kevd_cq_flush_qp(struct kevd *evd)
-{
-	unsigned long end = jiffies + KEVD_FLUSH_WAIT;
-	u32 gen = READ_ONCE(evd->cq_emptied);
-	struct ib_wc *wcs;
-
-	might_sleep();
-	wcs = kmalloc_array(KEVD_BATCH, sizeof(*wcs), GFP_KERNEL);
-	if (kevd_poller_owns(evd)) {
-		kevd_cq_flush_owned(evd, wcs);
-		kfree(wcs);
-		return;
-	}
-	/* a poll that began before the call may end after it: two polls */
-	while (!kevd_cq_emptied_since(evd, gen, 2)) {
-		/* queued on this very poller (an upcall calls) is taken too */
-		if (kevd_poll_take(evd)) {
-			kevd_cq_flush_owned(evd, wcs);
-			/* the poller arms it, as after a pull that found work */
-			kevd_poll_release(evd, true);
-			if (kevd_cq_emptied_since(evd, gen, 1))
-				break;
-		} else {
-			kevd_schedule(evd);	/* or MISSED: a pass follows */
-		}
-		if (time_after(jiffies, end)) {
-			pr_warn("kevd: EVD %u: its CQ was not polled empty before a QP on it was destroyed (a full EVD?)\n",
-				evd->id);
-			break;
-		}
-		schedule_timeout_uninterruptible(1);
-	}
-	kfree(wcs);
-}
-EXPORT_SYMBOL_GPL(kevd_cq_flush_qp);	/* not public: cm/cm.c */
 
 /**
  * kevd_cq_drop_parked() - discard the parked completion of a dead EVD.
@@ -590,6 +569,23 @@ u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget)
 
 	kevd_assert_owner(evd);
 	return kevd_cq_move(evd, wcs, budget, &empty);
+}
+
+/**
+ * kevd_cq_drain_empty() - kevd_cq_drain(), and was the CQ found empty?
+ * @evd: the EVD; the caller owns it.
+ * @wcs: room for KEVD_BATCH work completions.
+ * @budget: at most this many completions.
+ * @empty: set if a poll came back short (the CQ was empty then).
+ *
+ * Context: the owner (dto/drain.c).
+ * Return: the number of completions moved.
+ */
+u32 kevd_cq_drain_empty(struct kevd *evd, struct ib_wc *wcs, u32 budget,
+			bool *empty)
+{
+	kevd_assert_owner(evd);
+	return kevd_cq_move(evd, wcs, budget, empty);
 }
 
 /**

@@ -310,6 +310,7 @@ struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
 	atomic_set(&evd->async_users, 0);
 	atomic_set(&evd->cm_users, 0);
 	INIT_LIST_HEAD(&evd->gated_qps);
+	INIT_LIST_HEAD(&evd->drains);
 	atomic_set(&evd->upcalls_running, 0);
 	evd->flags = attr->flags;
 	evd->policy = attr->upcall_policy;

@@ -71,7 +71,7 @@
  * (evd/poller.c); as NAPI's netdev_budget_usecs, 2 ms.
  */
 #define KEVD_SLOW_UPCALL_NS	(2 * NSEC_PER_MSEC)
-/* kevd_cq_flush_qp() waits at most this long for a poll of the CQ */
+/* kevd_cq_flush_qp() waits at most this long for a QP's markers */
 #define KEVD_FLUSH_WAIT		(5 * HZ)
 
 /* Bits of kevd->poll_state. */
@@ -271,8 +271,11 @@ struct kevd_direct {
  * @comp_vector: its completion vector.
  * @gated_qps: QPs gated (struct kevd_gate, kevd_cq_gate()); changed under
  *	@lock, checked for emptiness without it on every poll.
- * @cq_emptied: polls that found the CQ empty (written by the owner;
- *	kevd_cq_flush_qp() reads it).
+ * @cq_polls: polls of the CQ (written by the owner; kevd_cq_flush_qp()
+ *	reads it).
+ * @drains: QPs whose markers kevd_cq_flush_qp() waits for (struct
+ *	kevd_qp_drain, dto/cq.c), under @lock.
+ * @ndrains: their number: a poll looks for markers while it is not 0.
  * @has_parked: @parked holds a gated QP's completion (owner only).
  * @parked: the first completion of a gated QP that the owner polled.
  * @cq_follows_qlen: the CQ's depth came from the queue length (kevd_cq_fit()).
@@ -337,7 +340,9 @@ struct kevd {
 	u64 moderations;
 	u32 comp_vector;
 	struct list_head gated_qps;
-	u32 cq_emptied;
+	u32 cq_polls;
+	struct list_head drains;
+	u32 ndrains;
 	bool has_parked;
 	struct ib_wc parked;
 	bool cq_follows_qlen;
@@ -703,10 +708,32 @@ void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate);
 u32 kevd_cq_drop_parked(struct kevd *evd);
 u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget);
+u32 kevd_cq_drain_empty(struct kevd *evd, struct ib_wc *wcs, u32 budget,
+			bool *empty);
 struct kevd *kevd_cq_evd(struct ib_cq *cq);
-void kevd_cq_flush_qp(struct kevd *evd);
 u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
 		     struct kevd_event *evs, bool *direct);
+
+/**
+ * struct kevd_qp_drain - a QP's completions on their way out of the CQ.
+ * @node: on evd->drains, under evd->lock.
+ * @qp: the QP, in error, about to be destroyed.
+ * @posted: marker work requests posted (kevd_cq_flush_qp()).
+ * @markers: those not polled yet.
+ * @seen_at: evd->cq_polls of the poll that took the last marker.
+ *
+ * A marker's wr_id is the record's address.
+ */
+struct kevd_qp_drain {
+	struct list_head node;
+	struct ib_qp *qp;
+	int posted;
+	int markers;
+	u32 seen_at;
+};
+
+/* dto/drain.c */
+void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp);
 
 /* dto/wc.c: kevd_wc_to_event(), kevd_wc_status(), kevd_wc_opcode() are public */
 

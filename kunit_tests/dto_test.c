@@ -1124,8 +1124,10 @@ static void kevd_dto_gate_holds_qp(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* @qp: a QP on no CQ of the fake HCA's (it has no QPs): no markers */
 struct flush_in_upcall {
 	struct kevd *e;
+	struct ib_qp qp;
 	struct completion done;
 	u32 count;
 };
@@ -1137,7 +1139,7 @@ static void flush_in_upcall_fn(void *ctx, const struct kevd_event *ev,
 
 	/* a completion (and its notification), then the flush */
 	fake_cq_add_seq(kevd_cq(f->e));
-	kevd_cq_flush_qp(f->e);
+	kevd_cq_flush_qp(f->e, &f->qp);
 	f->count = kevd_ring_count(&f->e->ring);
 	complete(&f->done);
 }
@@ -1146,7 +1148,8 @@ static void flush_in_upcall_fn(void *ctx, const struct kevd_event *ev,
  * kevd_cq_flush_qp() from an upcall of another EVD (a CM destroy in a
  * connection upcall): the EVD whose CQ it flushes may be queued on the
  * very poller that runs the upcall (UML's one poller), which cannot make
- * its pass meanwhile. The flush takes the EVD and polls the CQ itself.
+ * its pass meanwhile. The flush takes the EVD and polls the CQ itself,
+ * here until it is empty (no marker was posted).
  */
 static void kevd_dto_flush_from_upcall(struct kunit *test)
 {

@@ -32,7 +32,7 @@
  *      freed;
  *   6. an endpoint is destroyed while connected, with KC_HELD receives
  *      posted: kevd_cm_destroy_id() takes their flushes into the EVD
- *      before the QP goes (all of them on siw, at most all on rxe);
+ *      before the QP goes;
  *   7. a request to a port nobody listens on: whatever the transport
  *      reports (NON_PEER_REJECTED on IB and RoCE; on iWARP the connect is
  *      refused, as an event or by rdma_connect() itself) is printed.
@@ -602,11 +602,10 @@ static int kc_accept_round(struct kc_dev *d)
 /*
  * An endpoint destroyed while connected, receives posted (a DAT ep_free
  * without a disconnect first): kevd moves the QP to error and takes its
- * flushes into the EVD before the QP goes, or its flushes would be
- * converted after the QP is freed. On iWARP (siw) all of them are in the
- * EVD when kevd_cm_destroy_id() returns, in order: siw flushes at the
- * error transition. rxe flushes in its own work, and drops silently
- * what it has not flushed when the QP goes: at most all of them there.
+ * flushes into the EVD before the QP goes (a marker behind them, as
+ * ib_drain_qp() does), or they would be converted after the QP is freed
+ * (siw flushes as it destroys a QP) or dropped (rxe). All of them are in
+ * the EVD, in order, when kevd_cm_destroy_id() returns.
  */
 static int kc_destroy_connected_round(struct kc_dev *d)
 {
@@ -635,8 +634,7 @@ static int kc_destroy_connected_round(struct kc_dev *d)
 	}
 	kc_connection_end(d, &a, NULL);
 	d->destroyed_connected = n;
-	if (!ret && (n > KC_HELD ||
-		     (rdma_protocol_iwarp(d->dev, 1) && n != KC_HELD))) {
+	if (!ret && n != KC_HELD) {
 		pr_err("kevd-e2e-cm: %s: destroyed connected: %d flushes of %d\n",
 		       d->name, n, KC_HELD);
 		ret = -EIO;
