@@ -257,45 +257,58 @@ static struct kevd_cm *kevd_cr_claim(void *cr)
 }
 
 /*
- * Before @cm's QP is destroyed: its completions out of kevd's CQs. No
- * provider takes a destroyed QP's completions out of the CQ, and kevd
- * reads the QP when it converts one (kevd_cq_flush_qp()). The QP goes
- * to error first, so that its posted work requests complete as flushed
- * now (siw flushes them during the destroy otherwise), and its gate
- * lifts, so that a completion parked behind it goes too. No handler of
- * @cm posts or gates meanwhile: the binding is dying, or a request.
+ * Before a QP kevd destroys goes: to error, under the id's handler mutex
+ * (rdma_cm moves it to RTR and RTS under it: an REP then fails), if it
+ * completes into an EVD's CQ. True if it is in error now.
  */
-static void kevd_cm_flush_qp(struct kevd_cm *cm, struct ib_qp *qp)
+static bool kevd_cm_qp_error(struct rdma_cm_id *id)
 {
-	struct kevd *scq = kevd_cq_evd(qp->send_cq);
-	struct kevd *rcq = kevd_cq_evd(qp->recv_cq);
 	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	struct ib_qp *qp = id->qp;
 	int ret;
 
-	if (!scq && !rcq)
-		return;
+	if (!qp || (!kevd_cq_evd(qp->send_cq) && !kevd_cq_evd(qp->recv_cq)))
+		return false;
 	ret = ib_modify_qp(qp, &attr, IB_QP_STATE);
 	if (ret)
 		pr_debug("kevd: QP %u to error: %d\n", qp->qp_num, ret);
+	return !ret;
+}
+
+/*
+ * Then its completions out of kevd's CQs (kevd_cq_flush_qp()): no
+ * provider takes a destroyed QP's completions out of the CQ, and kevd
+ * reads the QP when it converts one. Its gate lifts first, so that a
+ * completion parked behind it goes too. No handler of @cm posts or
+ * gates meanwhile: the binding is dying, or a request.
+ */
+static void kevd_cm_flush_qp(struct kevd_cm *cm, struct ib_qp *qp,
+			     bool in_error)
+{
+	struct kevd *scq = kevd_cq_evd(qp->send_cq);
+	struct kevd *rcq = kevd_cq_evd(qp->recv_cq);
+
 	kevd_cm_ungate(cm);
 	if (scq)
-		kevd_cq_flush_qp(scq, qp);
+		kevd_cq_flush_qp(scq, qp, in_error);
 	if (rcq && rcq != scq)
-		kevd_cq_flush_qp(rcq, qp);
+		kevd_cq_flush_qp(rcq, qp, in_error);
 }
 
 /* Reject and destroy a request the caller took. Not from its handler. */
 static void kevd_cr_end(struct kevd_cm *req, const void *pdata, u8 len)
 {
+	bool in_error;
 	int ret;
 
 	rdma_lock_handler(req->id);
 	ret = rdma_reject(req->id, pdata, len, IB_CM_REJ_CONSUMER_DEFINED);
+	in_error = kevd_cm_qp_error(req->id);
 	rdma_unlock_handler(req->id);
 	if (ret)
 		pr_debug("kevd: rdma_reject: %d\n", ret);
 	if (req->id->qp) {	/* made on kevd_cr_id() by the consumer */
-		kevd_cm_flush_qp(req, req->id->qp);
+		kevd_cm_flush_qp(req, req->id->qp, in_error);
 		rdma_destroy_qp(req->id);
 	}
 	rdma_destroy_id(req->id);
@@ -661,6 +674,7 @@ EXPORT_SYMBOL_GPL(kevd_cm_context);
 void kevd_cm_destroy_id(struct rdma_cm_id *id)
 {
 	struct kevd_cm *cm;
+	bool in_error;
 
 	if (!id)
 		return;
@@ -668,10 +682,11 @@ void kevd_cm_destroy_id(struct rdma_cm_id *id)
 	cm = id->context;
 	rdma_lock_handler(id);
 	WRITE_ONCE(cm->dying, true);
+	in_error = kevd_cm_qp_error(id);
 	rdma_unlock_handler(id);
 	/* no handler of the consumer's runs now: the QP stays as it is */
 	if (id->qp) {
-		kevd_cm_flush_qp(cm, id->qp);
+		kevd_cm_flush_qp(cm, id->qp, in_error);
 		rdma_destroy_qp(id);
 	}
 	rdma_destroy_id(id);

@@ -202,29 +202,72 @@ static int __kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 	return kevd_cq_poll_gated(evd, n, wcs);
 }
 
+/* Which of @d's markers is @wc, if any: KEVD_DRAIN_SEND or _RECV, or 0. */
+static u8 kevd_cq_marker(const struct kevd_qp_drain *d, const struct ib_wc *wc)
+{
+	u64 base = (u64)(uintptr_t)d;
+
+	if (wc->qp != d->qp || wc->wr_id < base || wc->wr_id > base + 1)
+		return 0;
+	return wc->wr_id == base ? KEVD_DRAIN_SEND : KEVD_DRAIN_RECV;
+}
+
+/* @d's last marker is in, or a poll found the CQ empty: done. */
+static void kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d)
+{
+	lockdep_assert_held(&evd->lock);
+	if (!d->orphan) {
+		d->seen = true;
+		WRITE_ONCE(d->seen_at, evd->cq_polls);
+		return;
+	}
+	/* its flusher gave up: the markers were all it stayed for */
+	list_del(&d->node);
+	WRITE_ONCE(evd->ndrains, evd->ndrains - 1);
+	kfree(d);
+}
+
 /* Take the drain markers out of @got completions; return those left. */
 static int kevd_cq_take_markers(struct kevd *evd, struct ib_wc *wcs, int got)
 {
 	struct kevd_qp_drain *d;
 	unsigned long flags;
 	int i, kept = 0;
+	u8 m = 0;
 
 	spin_lock_irqsave(&evd->lock, flags);
 	for (i = 0; i < got; i++) {
-		list_for_each_entry(d, &evd->drains, node)
-			if (wcs[i].qp == d->qp &&
-			    wcs[i].wr_id == (u64)(uintptr_t)d)
+		list_for_each_entry(d, &evd->drains, node) {
+			m = kevd_cq_marker(d, &wcs[i]);
+			if (m)
 				break;
-		if (list_entry_is_head(d, &evd->drains, node)) {
+		}
+		if (!m) {
 			if (kept != i)
 				wcs[kept] = wcs[i];
 			kept++;
-		} else if (!--d->markers) {
-			WRITE_ONCE(d->seen_at, evd->cq_polls);
+			continue;
 		}
+		d->polled |= m;
+		if (d->polled == (d->orphan ? d->posted : d->need))
+			kevd_cq_drain_seen(evd, d);
+		m = 0;
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 	return kept;
+}
+
+/* A poll found the CQ empty: the drains without markers are done. */
+static void kevd_cq_drains_empty(struct kevd *evd)
+{
+	struct kevd_qp_drain *d, *tmp;
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	list_for_each_entry_safe(d, tmp, &evd->drains, node)
+		if (!d->need && !d->seen && evd->cq_polls != d->since)
+			kevd_cq_drain_seen(evd, d);
+	spin_unlock_irqrestore(&evd->lock, flags);
 }
 
 /*
@@ -243,10 +286,18 @@ static int kevd_cq_poll_markers(struct kevd *evd, int n, struct ib_wc *wcs,
 		k = kevd_cq_take_markers(evd, wcs + kept, got);
 		kept += k;
 		if (k == got || !full)
-			return kept;
+			goto out;
 		got = __kevd_cq_poll(evd, n - kept, wcs + kept);
 	}
-	return kept ?: got;
+	if (!kept)
+		return got;
+	/* a refill failed: what came before goes on, the CQ counts as empty */
+	if (got < 0 && got != -EAGAIN)
+		kevd_cq_poll_failed(evd, got);
+out:
+	if (kept < n && !evd->has_parked)
+		kevd_cq_drains_empty(evd);
+	return kept;
 }
 
 /**
@@ -276,8 +327,11 @@ int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 	/* pairs with kevd_cq_drained(): the last poll's batch is converted */
 	smp_store_release(&evd->cq_polls, evd->cq_polls + 1);
 	ret = __kevd_cq_poll(evd, n, wcs);
-	if (unlikely(READ_ONCE(evd->ndrains)))
+	if (unlikely(READ_ONCE(evd->ndrains))) {
 		ret = kevd_cq_poll_markers(evd, n, wcs, ret);
+		if (!ret)
+			kevd_cq_drains_empty(evd);
+	}
 	if (unlikely(ret < 0 && ret != -EAGAIN))
 		kevd_cq_poll_failed(evd, ret);
 	return ret;
@@ -396,11 +450,17 @@ bool kevd_cq_busy(struct kevd *evd)
  */
 void kevd_cq_destroy(struct kevd *evd)
 {
+	struct kevd_qp_drain *d, *tmp;
+
 	if (!evd->cq)
 		return;
 	kevd_dim_stop(evd);	/* no ib_modify_cq() after this */
 	ib_destroy_cq(evd->cq);
 	evd->cq = NULL;
+	/* drains whose flusher gave up, their markers never polled */
+	list_for_each_entry_safe(d, tmp, &evd->drains, node)
+		kfree(d);
+	INIT_LIST_HEAD(&evd->drains);
 }
 
 /**

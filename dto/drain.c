@@ -18,43 +18,42 @@
 #include <linux/slab.h>
 #include "kevd_internal.h"
 
-/* Post @d's markers on the queues of @d->qp that complete into @evd. */
+/*
+ * Post those of @d's markers that are still to post. A queue that is
+ * full refuses one until its flushes free a slot (rxe flushes in its own
+ * work): the caller tries again.
+ */
 static void kevd_cq_post_markers(struct kevd *evd, struct kevd_qp_drain *d)
 {
+	u64 base = (u64)(uintptr_t)d;
 	struct ib_rdma_wr swr = {
 		.wr = {
-			.wr_id = (u64)(uintptr_t)d,
+			.wr_id = base,
 			.opcode = IB_WR_RDMA_WRITE,
 			.send_flags = IB_SEND_SIGNALED,
 		},
 	};
-	struct ib_recv_wr rwr = { .wr_id = (u64)(uintptr_t)d };
-	struct ib_qp *qp = d->qp;
+	struct ib_recv_wr rwr = { .wr_id = base + 1 };
 	unsigned long flags;
-	int markers = 0;
+	u8 todo, done = 0;
 
-	/* counted first: a marker may be polled before the post returns */
 	spin_lock_irqsave(&evd->lock, flags);
-	d->markers = 2;
-	list_add_tail(&d->node, &evd->drains);
-	WRITE_ONCE(evd->ndrains, evd->ndrains + 1);
+	todo = d->need & ~d->posted;
+	/* counted first: a marker may be polled before its post returns */
+	d->posted |= todo;
 	spin_unlock_irqrestore(&evd->lock, flags);
-	if (qp->send_cq == evd->cq && !ib_post_send(qp, &swr.wr, NULL))
-		markers++;
-	/* an SRQ's receives are not this QP's to flush */
-	if (qp->recv_cq == evd->cq && !qp->srq &&
-	    !ib_post_recv(qp, &rwr, NULL))
-		markers++;
+	if ((todo & KEVD_DRAIN_SEND) && !ib_post_send(d->qp, &swr.wr, NULL))
+		done |= KEVD_DRAIN_SEND;
+	if ((todo & KEVD_DRAIN_RECV) && !ib_post_recv(d->qp, &rwr, NULL))
+		done |= KEVD_DRAIN_RECV;
+	if (todo == done)
+		return;
 	spin_lock_irqsave(&evd->lock, flags);
-	d->posted = markers;
-	d->markers -= 2 - markers;
-	/* none posted: a poll begun after this one, and converted, must do */
-	if (!d->markers)
-		d->seen_at = READ_ONCE(evd->cq_polls) + 1;
+	d->posted &= ~(todo & ~done);
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
 
-/* Are @d's markers polled, and the completions polled with them converted? */
+/* Is @d done, and what was polled with its last marker converted? */
 static bool kevd_cq_drained(struct kevd *evd, struct kevd_qp_drain *d)
 {
 	unsigned long flags;
@@ -64,85 +63,146 @@ static bool kevd_cq_drained(struct kevd *evd, struct kevd_qp_drain *d)
 	spin_lock_irqsave(&evd->lock, flags);
 	/* a later poll says they are converted */
 	polls = smp_load_acquire(&evd->cq_polls); /* pairs with kevd_cq_poll() */
-	done = !d->markers && (s32)(polls - d->seen_at) >= 1;
+	done = d->seen && (s32)(polls - d->seen_at) >= 1;
 	spin_unlock_irqrestore(&evd->lock, flags);
 	return done;
 }
 
 /*
- * Poll the CQ of @evd, which the caller owns, until @d's markers are in,
- * or (none posted) until it is empty: what it polls is converted when
- * kevd_cq_drain_empty() returns. False if it cannot go on: a full ring, a
- * parked completion, no memory, or markers not flushed yet (rxe flushes
- * in its own work).
+ * @evd's ring is full: grow it by a batch, as kevd_push_front() does.
+ * Not by more than the CQ held, in all, when the markers were posted:
+ * completions that other QPs add meanwhile wait for the consumer.
+ */
+static bool kevd_cq_drain_grow(struct kevd *evd, struct kevd_qp_drain *d)
+{
+	u32 qlen = kevd_ring_qlen(&evd->ring);
+
+	if (evd->has_parked || qlen >= KEVD_MAX_QLEN ||
+	    d->grown > (u32)evd->cq->cqe)
+		return false;	/* a gate holds the CQ, or enough */
+	if (kevd_ring_resize(&evd->ring,
+			     min_t(u32, qlen + KEVD_BATCH, KEVD_MAX_QLEN)))
+		return false;
+	d->grown += KEVD_BATCH;
+	return true;
+}
+
+/*
+ * Poll the CQ of @evd, which the caller owns, until @d is done: what it
+ * polls is converted when kevd_cq_drain_empty() returns. A full ring
+ * grows. False if it cannot go on: a gate holds the CQ, or markers are
+ * not in yet (rxe flushes in its own work).
  */
 static bool kevd_cq_drain_owned(struct kevd *evd, struct kevd_qp_drain *d,
-				struct ib_wc *wcs)
+				struct ib_wc *wcs, u32 room)
 {
 	bool empty;
 	u32 n;
 
 	for (;;) {
-		if (d->posted && !READ_ONCE(d->markers))
+		kevd_cq_post_markers(evd, d);
+		if (READ_ONCE(d->seen))
 			return true;
-		if (!wcs)
-			return false;
-		n = kevd_cq_drain_empty(evd, wcs, KEVD_BATCH, &empty);
+		n = kevd_cq_drain_empty(evd, wcs, room, &empty);
+		if (READ_ONCE(d->seen))
+			return true;
 		if (empty)
-			return !READ_ONCE(d->markers);
-		if (!n)
+			return false;
+		if (!n && !kevd_cq_drain_grow(evd, d))
 			return false;
 	}
+}
+
+/* The flusher gives up on @d: it stays if markers of it may still come. */
+static void kevd_cq_drain_end(struct kevd *evd, struct kevd_qp_drain *d,
+			      bool done)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	if (!done && (d->posted & ~d->polled)) {
+		d->orphan = true;
+		d = NULL;
+	} else {
+		list_del(&d->node);
+		WRITE_ONCE(evd->ndrains, evd->ndrains - 1);
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
+	kfree(d);
 }
 
 /**
  * kevd_cq_flush_qp() - take a QP's completions out of the CQ before it goes.
  * @evd: an EVD whose CQ @qp completes into.
- * @qp: the QP, moved to error by the caller; it destroys it next.
+ * @qp: the QP; the caller destroys it next.
+ * @in_error: @qp was moved to the error state.
  *
  * kevd converts a completion when it polls it, and reads its QP then
  * (the event's ep_context is the QP's context); no provider takes a
  * destroyed QP's completions out of the CQ, and siw adds its flushes as
  * it destroys a QP that is not yet in error. So, as ib_drain_qp() does,
  * this posts a marker on each of the QP's queues that complete into
- * @evd's CQ (they complete, flushed, after everything posted before),
- * and waits until both are polled and what came with them converted:
- * by a poller, or by the caller itself when it owns the EVD (an upcall
- * of @evd) or can take it (free, or queued for a pass, even on the
- * poller whose upcall calls: kevd_poll_take()). The markers never reach
- * the consumer. From an upcall of @evd whose batch came straight from
- * the CQ, the rest of the batch goes back to the ring first: it may hold
+ * @evd's CQ (flushed, they complete after everything posted before them;
+ * an SRQ's receives are not the QP's, and a QP not in error gets none),
+ * and waits until they are polled, or without markers until a poll found
+ * the CQ empty, and what came with them is converted. A poller polls, or
+ * the caller itself when it owns the EVD (an upcall of @evd) or can take
+ * it (free, or queued for a pass, even on the poller whose upcall calls:
+ * kevd_poll_take()); it grows a full ring. The markers never reach the
+ * consumer. From an upcall of @evd whose batch came straight from the CQ,
+ * the rest of the batch goes back to the ring first: it may hold
  * completions of @qp.
  *
- * A full ring stops the polls until the consumer takes events: after
- * KEVD_FLUSH_WAIT this returns anyway, and says so.
+ * After KEVD_FLUSH_WAIT (a gate of another QP holds the CQ, a poller
+ * that holds @evd is stuck in an upcall) it returns anyway, and says so.
  *
  * Context: process context; sleeps.
  */
-void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp)
+void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error)
 {
 	unsigned long end = jiffies + KEVD_FLUSH_WAIT;
-	struct kevd_qp_drain d = { .qp = qp };
+	struct ib_wc small[2], *wcs;
+	struct kevd_qp_drain *d;
 	struct kevd_batch *b;
 	unsigned long flags;
-	struct ib_wc *wcs;
-	bool done;
+	bool done = false;
+	u32 room;
 
 	might_sleep();
+	d = kzalloc(sizeof(*d), GFP_KERNEL);
+	if (!d) {
+		pr_warn("kevd: EVD %u: no memory to drain QP %u before it goes\n",
+			evd->id, qp->qp_num);
+		return;
+	}
+	d->qp = qp;
+	if (in_error && qp->send_cq == evd->cq)
+		d->need |= KEVD_DRAIN_SEND;
+	if (in_error && qp->recv_cq == evd->cq && !qp->srq)
+		d->need |= KEVD_DRAIN_RECV;
 	wcs = kmalloc_array(KEVD_BATCH, sizeof(*wcs), GFP_KERNEL);
-	kevd_cq_post_markers(evd, &d);
+	room = wcs ? KEVD_BATCH : ARRAY_SIZE(small);
+	if (!wcs)
+		wcs = small;
+	spin_lock_irqsave(&evd->lock, flags);
+	d->since = evd->cq_polls;
+	list_add_tail(&d->node, &evd->drains);
+	WRITE_ONCE(evd->ndrains, evd->ndrains + 1);
+	spin_unlock_irqrestore(&evd->lock, flags);
+
 	if (kevd_poller_owns(evd)) {
 		b = kevd_poller_current_batch(evd);
 		if (b && b->wcs)
 			kevd_batch_return(b, b->pos + 1);
-		while (!(done = kevd_cq_drain_owned(evd, &d, wcs)) &&
+		while (!(done = kevd_cq_drain_owned(evd, d, wcs, room)) &&
 		       !time_after(jiffies, end))
 			schedule_timeout_uninterruptible(1);
 	} else {
-		while (!(done = kevd_cq_drained(evd, &d))) {
+		while (!(done = kevd_cq_drained(evd, d))) {
+			kevd_cq_post_markers(evd, d);
 			if (kevd_poll_take(evd)) {
 				/* owned: what earlier owners polled is converted */
-				done = kevd_cq_drain_owned(evd, &d, wcs);
+				done = kevd_cq_drain_owned(evd, d, wcs, room);
 				/* arms it, as after a pull that found work */
 				kevd_poll_release(evd, true);
 				if (done)
@@ -156,12 +216,10 @@ void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp)
 		}
 	}
 	if (!done)
-		pr_warn("kevd: EVD %u: QP %u is destroyed before its completions were taken from the CQ (a full EVD?)\n",
+		pr_warn("kevd: EVD %u: QP %u is destroyed before its completions were all taken from the CQ\n",
 			evd->id, qp->qp_num);
-	spin_lock_irqsave(&evd->lock, flags);
-	list_del(&d.node);
-	WRITE_ONCE(evd->ndrains, evd->ndrains - 1);
-	spin_unlock_irqrestore(&evd->lock, flags);
-	kfree(wcs);
+	kevd_cq_drain_end(evd, d, done);
+	if (wcs != small)
+		kfree(wcs);
 }
 EXPORT_SYMBOL_GPL(kevd_cq_flush_qp);	/* not public: cm/cm.c */

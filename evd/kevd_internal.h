@@ -714,26 +714,46 @@ struct kevd *kevd_cq_evd(struct ib_cq *cq);
 u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
 		     struct kevd_event *evs, bool *direct);
 
+/* The queues of a drained QP (struct kevd_qp_drain): bits. */
+#define KEVD_DRAIN_SEND		BIT(0)
+#define KEVD_DRAIN_RECV		BIT(1)
+
 /**
  * struct kevd_qp_drain - a QP's completions on their way out of the CQ.
  * @node: on evd->drains, under evd->lock.
  * @qp: the QP, in error, about to be destroyed.
- * @posted: marker work requests posted (kevd_cq_flush_qp()).
- * @markers: those not polled yet.
- * @seen_at: evd->cq_polls of the poll that took the last marker.
+ * @need: its queues that complete into the EVD's CQ and take a marker
+ *	(KEVD_DRAIN_SEND, KEVD_DRAIN_RECV); 0 when it gets none: then an
+ *	empty CQ does.
+ * @posted: the markers posted (a full queue refuses one until the
+ *	flushes free a slot).
+ * @polled: the markers polled.
+ * @since: evd->cq_polls when the drain began.
+ * @seen: all of them polled, or (none needed) a poll begun after @since
+ *	found the CQ empty.
+ * @seen_at: evd->cq_polls of that poll.
+ * @orphan: kevd_cq_flush_qp() gave up: freed when its markers are in, or
+ *	with the CQ (kevd_cq_destroy()).
+ * @grown: slots the drain added to a full ring (its owner only).
  *
- * A marker's wr_id is the record's address.
+ * The markers' wr_ids are the record's address (send) and the next
+ * (receive). All fields but @node and @qp are under evd->lock.
  */
 struct kevd_qp_drain {
 	struct list_head node;
 	struct ib_qp *qp;
-	int posted;
-	int markers;
+	u8 need;
+	u8 posted;
+	u8 polled;
+	bool seen;
+	u32 since;
 	u32 seen_at;
+	bool orphan;
+	u32 grown;
 };
 
 /* dto/drain.c */
-void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp);
+void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error);
 
 /* dto/wc.c: kevd_wc_to_event(), kevd_wc_status(), kevd_wc_opcode() are public */
 

@@ -1124,7 +1124,7 @@ static void kevd_dto_gate_holds_qp(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
-/* @qp: a QP on no CQ of the fake HCA's (it has no QPs): no markers */
+/* @qp: not in error, on no CQ (the fake HCA has no QPs): no markers */
 struct flush_in_upcall {
 	struct kevd *e;
 	struct ib_qp qp;
@@ -1139,7 +1139,7 @@ static void flush_in_upcall_fn(void *ctx, const struct kevd_event *ev,
 
 	/* a completion (and its notification), then the flush */
 	fake_cq_add_seq(kevd_cq(f->e));
-	kevd_cq_flush_qp(f->e, &f->qp);
+	kevd_cq_flush_qp(f->e, &f->qp, false);
 	f->count = kevd_ring_count(&f->e->ring);
 	complete(&f->done);
 }

@@ -30,9 +30,9 @@
  *      blocked on it, then makes the QP and connects; kevd_cm_destroy_id()
  *      must destroy that QP too, or the QP leaks and its EVD cannot be
  *      freed;
- *   6. an endpoint is destroyed while connected, with KC_HELD receives
- *      posted: kevd_cm_destroy_id() takes their flushes into the EVD
- *      before the QP goes;
+ *   6. an endpoint is destroyed while connected, with KC_GONE receives
+ *      posted, four times what its EVD holds: kevd_cm_destroy_id() takes
+ *      their flushes into the EVD, which grows, before the QP goes;
  *   7. a request to a port nobody listens on: whatever the transport
  *      reports (NON_PEER_REJECTED on IB and RoCE; on iWARP the connect is
  *      refused, as an event or by rdma_connect() itself) is printed.
@@ -99,6 +99,7 @@ MODULE_PARM_DESC(port, "TCP port of the listener (the next one must be free)");
 #define KC_REJ_LEN	20
 #define KC_ACC_LEN	24
 #define KC_HELD		8	/* receives each side holds (until_removed) */
+#define KC_GONE		KC_FLUSH	/* receives of a destroyed endpoint */
 
 /* kc_destroy_round(): the handler's ROUTE_RESOLVED holds on @go. */
 struct kc_hold {
@@ -600,12 +601,13 @@ static int kc_accept_round(struct kc_dev *d)
 }
 
 /*
- * An endpoint destroyed while connected, receives posted (a DAT ep_free
- * without a disconnect first): kevd moves the QP to error and takes its
- * flushes into the EVD before the QP goes (a marker behind them, as
- * ib_drain_qp() does), or they would be converted after the QP is freed
- * (siw flushes as it destroys a QP) or dropped (rxe). All of them are in
- * the EVD, in order, when kevd_cm_destroy_id() returns.
+ * An endpoint destroyed while connected, with four times as many receives
+ * posted as its EVD holds (a DAT ep_free without a disconnect first):
+ * kevd moves the QP to error and takes its flushes into the EVD before
+ * the QP goes (a marker behind them, as ib_drain_qp() does), or they
+ * would be converted after the QP is freed (siw flushes as it destroys a
+ * QP) or dropped (rxe). The EVD grows to hold them: all of them are
+ * there, in order, when kevd_cm_destroy_id() returns.
  */
 static int kc_destroy_connected_round(struct kc_dev *d)
 {
@@ -617,8 +619,8 @@ static int kc_destroy_connected_round(struct kc_dev *d)
 	ret = kc_establish(d, &a, &pid, true);
 	if (!ret)
 		ret = kc_traffic(d);
-	for (i = 0; i < KC_HELD && !ret; i++)
-		ret = kc_post(d, pid->qp, false, 5000 + i, i);
+	for (i = 0; i < KC_GONE && !ret; i++)
+		ret = kc_post(d, pid->qp, false, 5000 + i, i % (2 * KC_MSGS));
 	if (pid)
 		kevd_cm_destroy_id(pid);
 	while (!ret && !kevd_dequeue(d->p_evd, &ev)) {
@@ -634,9 +636,9 @@ static int kc_destroy_connected_round(struct kc_dev *d)
 	}
 	kc_connection_end(d, &a, NULL);
 	d->destroyed_connected = n;
-	if (!ret && n != KC_HELD) {
+	if (!ret && n != KC_GONE) {
 		pr_err("kevd-e2e-cm: %s: destroyed connected: %d flushes of %d\n",
-		       d->name, n, KC_HELD);
+		       d->name, n, KC_GONE);
 		ret = -EIO;
 	}
 	return ret;
