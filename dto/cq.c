@@ -329,7 +329,7 @@ int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 	ret = __kevd_cq_poll(evd, n, wcs);
 	if (unlikely(READ_ONCE(evd->ndrains))) {
 		ret = kevd_cq_poll_markers(evd, n, wcs, ret);
-		if (!ret)
+		if (!ret && !evd->has_parked)
 			kevd_cq_drains_empty(evd);
 	}
 	if (unlikely(ret < 0 && ret != -EAGAIN))

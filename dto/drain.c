@@ -53,6 +53,28 @@ static void kevd_cq_post_markers(struct kevd *evd, struct kevd_qp_drain *d)
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
 
+/*
+ * The queues of @qp, in error, that take a marker: those that complete
+ * into @evd's CQ and have room at all (a send-only QP has no receive
+ * queue: its marker would be refused for ever). Not an SRQ's receives:
+ * they are not the QP's to flush.
+ */
+static noinline_for_stack u8 kevd_cq_drain_need(struct kevd *evd,
+						struct ib_qp *qp)
+{
+	struct ib_qp_init_attr init;
+	struct ib_qp_attr attr;
+	u8 need = 0;
+
+	if (ib_query_qp(qp, &attr, IB_QP_CAP, &init))
+		return 0;	/* no markers: an empty CQ must do */
+	if (qp->send_cq == evd->cq && init.cap.max_send_wr)
+		need |= KEVD_DRAIN_SEND;
+	if (qp->recv_cq == evd->cq && !qp->srq && init.cap.max_recv_wr)
+		need |= KEVD_DRAIN_RECV;
+	return need;
+}
+
 /* Is @d done, and what was polled with its last marker converted? */
 static bool kevd_cq_drained(struct kevd *evd, struct kevd_qp_drain *d)
 {
@@ -69,22 +91,29 @@ static bool kevd_cq_drained(struct kevd *evd, struct kevd_qp_drain *d)
 }
 
 /*
- * @evd's ring is full: grow it by a batch, as kevd_push_front() does.
- * Not by more than the CQ held, in all, when the markers were posted:
- * completions that other QPs add meanwhile wait for the consumer.
+ * @evd's ring is full (a reserve found it so): grow it by a batch, as
+ * kevd_push_front() does. Not by more than the CQ held, in all, when the
+ * markers were posted: completions that other QPs add meanwhile wait for
+ * the consumer. A consumer's kevd_resize() in progress goes first (the
+ * drain may be an upcall of a batch that resize waits for: no waiting).
  */
 static bool kevd_cq_drain_grow(struct kevd *evd, struct kevd_qp_drain *d)
 {
-	u32 qlen = kevd_ring_qlen(&evd->ring);
+	u32 qlen, want;
+	bool grown;
 
-	if (evd->has_parked || qlen >= KEVD_MAX_QLEN ||
-	    d->grown > (u32)evd->cq->cqe)
-		return false;	/* a gate holds the CQ, or enough */
-	if (kevd_ring_resize(&evd->ring,
-			     min_t(u32, qlen + KEVD_BATCH, KEVD_MAX_QLEN)))
+	if (!READ_ONCE(evd->cq_stalled) || evd->poll_failed ||
+	    evd->has_parked || d->grown >= (u32)READ_ONCE(evd->cq->cqe))
+		return false;	/* not full, a failed CQ, a gate, or enough */
+	if (!mutex_trylock(&evd->resize_mutex))
 		return false;
-	d->grown += KEVD_BATCH;
-	return true;
+	qlen = kevd_ring_qlen(&evd->ring);
+	want = min_t(u32, qlen + KEVD_BATCH, KEVD_MAX_QLEN);
+	grown = want > qlen && !kevd_ring_resize(&evd->ring, want);
+	if (grown)	/* the ring rounds up: count what it became */
+		d->grown += kevd_ring_qlen(&evd->ring) - qlen;
+	mutex_unlock(&evd->resize_mutex);
+	return grown;
 }
 
 /*
@@ -176,16 +205,14 @@ void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error)
 		return;
 	}
 	d->qp = qp;
-	if (in_error && qp->send_cq == evd->cq)
-		d->need |= KEVD_DRAIN_SEND;
-	if (in_error && qp->recv_cq == evd->cq && !qp->srq)
-		d->need |= KEVD_DRAIN_RECV;
+	if (in_error)
+		d->need = kevd_cq_drain_need(evd, qp);
 	wcs = kmalloc_array(KEVD_BATCH, sizeof(*wcs), GFP_KERNEL);
 	room = wcs ? KEVD_BATCH : ARRAY_SIZE(small);
 	if (!wcs)
 		wcs = small;
 	spin_lock_irqsave(&evd->lock, flags);
-	d->since = evd->cq_polls;
+	d->since = READ_ONCE(evd->cq_polls);
 	list_add_tail(&d->node, &evd->drains);
 	WRITE_ONCE(evd->ndrains, evd->ndrains + 1);
 	spin_unlock_irqrestore(&evd->lock, flags);

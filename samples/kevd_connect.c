@@ -30,9 +30,9 @@
  *      blocked on it, then makes the QP and connects; kevd_cm_destroy_id()
  *      must destroy that QP too, or the QP leaks and its EVD cannot be
  *      freed;
- *   6. an endpoint is destroyed while connected, with KC_GONE receives
- *      posted, four times what its EVD holds: kevd_cm_destroy_id() takes
- *      their flushes into the EVD, which grows, before the QP goes;
+ *   6. an endpoint is destroyed while connected, its receive queue full
+ *      (four times what its EVD holds, or more): kevd_cm_destroy_id()
+ *      takes their flushes into the EVD, which grows, before the QP goes;
  *   7. a request to a port nobody listens on: whatever the transport
  *      reports (NON_PEER_REJECTED on IB and RoCE; on iWARP the connect is
  *      refused, as an event or by rdma_connect() itself) is printed.
@@ -42,7 +42,7 @@
  *   kevd-e2e-cm device=siw0 cycles=1 cr=3 established=4 peer_rejected=1
  *     disconnected=2 flushed=64 after_disconnect=0 sends=8 recvs=8
  *     mr_steps=5 outside_mr=<DTO status> destroyed_in_handler=1
- *     destroyed_connected=<flushes>
+ *     destroyed_connected=<flushes: the receives its queue took>
  *     no_listener=<event or errno> ok
  * The load fails (-EIO) if any step fails.
  *
@@ -99,7 +99,7 @@ MODULE_PARM_DESC(port, "TCP port of the listener (the next one must be free)");
 #define KC_REJ_LEN	20
 #define KC_ACC_LEN	24
 #define KC_HELD		8	/* receives each side holds (until_removed) */
-#define KC_GONE		KC_FLUSH	/* receives of a destroyed endpoint */
+#define KC_GONE		(3 * KC_FLUSH)	/* at most, of a destroyed endpoint */
 
 /* kc_destroy_round(): the handler's ROUTE_RESOLVED holds on @go. */
 struct kc_hold {
@@ -601,8 +601,8 @@ static int kc_accept_round(struct kc_dev *d)
 }
 
 /*
- * An endpoint destroyed while connected, with four times as many receives
- * posted as its EVD holds (a DAT ep_free without a disconnect first):
+ * An endpoint destroyed while connected, with its receive queue full, four
+ * or more times what its EVD holds (a DAT ep_free without a disconnect):
  * kevd moves the QP to error and takes its flushes into the EVD before
  * the QP goes (a marker behind them, as ib_drain_qp() does), or they
  * would be converted after the QP is freed (siw flushes as it destroys a
@@ -614,13 +614,23 @@ static int kc_destroy_connected_round(struct kc_dev *d)
 	struct rdma_cm_id *pid = NULL;
 	struct kevd_event ev;
 	struct kc_active a;
-	int i, n = 0, ret;
+	int i = 0, n = 0, ret;
 
 	ret = kc_establish(d, &a, &pid, true);
 	if (!ret)
 		ret = kc_traffic(d);
-	for (i = 0; i < KC_GONE && !ret; i++)
-		ret = kc_post(d, pid->qp, false, 5000 + i, i % (2 * KC_MSGS));
+	/*
+	 * Until the receive queue is full (rxe's takes more than asked):
+	 * the drain's receive marker then waits for a flush to free a slot.
+	 */
+	while (!ret && i < KC_GONE &&
+	       !kc_post(d, pid->qp, false, 5000 + i, i % (2 * KC_MSGS)))
+		i++;
+	if (!ret && i < KC_FLUSH) {
+		pr_err("kevd-e2e-cm: %s: destroyed connected: %d receives posted\n",
+		       d->name, i);
+		ret = -EIO;
+	}
 	if (pid)
 		kevd_cm_destroy_id(pid);
 	while (!ret && !kevd_dequeue(d->p_evd, &ev)) {
@@ -636,9 +646,9 @@ static int kc_destroy_connected_round(struct kc_dev *d)
 	}
 	kc_connection_end(d, &a, NULL);
 	d->destroyed_connected = n;
-	if (!ret && n != KC_GONE) {
+	if (!ret && n != i) {
 		pr_err("kevd-e2e-cm: %s: destroyed connected: %d flushes of %d\n",
-		       d->name, n, KC_GONE);
+		       d->name, n, i);
 		ret = -EIO;
 	}
 	return ret;
