@@ -311,8 +311,9 @@ out:
  * completions behind it wait in the CQ, in order, until the gate lifts.
  * Other QPs' completions ahead of it flow. No gate: ib_poll_cq() alone,
  * after one list_empty(). The markers of a QP being drained are taken
- * out. Each call counts in evd->cq_polls: the owner converts what a poll
- * returned before it polls again, which kevd_cq_flush_qp() relies on.
+ * out. While a drain waits, each call counts in evd->cq_polls: the owner
+ * converts what a poll returned before it polls again, which
+ * kevd_cq_flush_qp() relies on.
  *
  * Context: the owning poller.
  * Return: what ib_poll_cq() returns (fewer than @n also when it stopped
@@ -321,13 +322,15 @@ out:
  */
 int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 {
+	bool draining = READ_ONCE(evd->ndrains);
 	int ret;
 
 	kevd_assert_owner(evd);
-	/* pairs with kevd_cq_drained(): the last poll's batch is converted */
-	smp_store_release(&evd->cq_polls, evd->cq_polls + 1);
+	/* counted only while a drain waits: it needs no poll begun before */
+	if (unlikely(draining))	/* release: pairs with kevd_cq_drained() */
+		smp_store_release(&evd->cq_polls, evd->cq_polls + 1);
 	ret = __kevd_cq_poll(evd, n, wcs);
-	if (unlikely(READ_ONCE(evd->ndrains))) {
+	if (unlikely(draining || READ_ONCE(evd->ndrains))) {
 		ret = kevd_cq_poll_markers(evd, n, wcs, ret);
 		if (!ret && !evd->has_parked)
 			kevd_cq_drains_empty(evd);

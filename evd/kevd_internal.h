@@ -271,8 +271,8 @@ struct kevd_direct {
  * @comp_vector: its completion vector.
  * @gated_qps: QPs gated (struct kevd_gate, kevd_cq_gate()); changed under
  *	@lock, checked for emptiness without it on every poll.
- * @cq_polls: polls of the CQ (written by the owner; kevd_cq_flush_qp()
- *	reads it).
+ * @cq_polls: polls of the CQ begun while a drain waited (written by the
+ *	owner; kevd_cq_flush_qp() reads it).
  * @drains: QPs whose markers kevd_cq_flush_qp() waits for (struct
  *	kevd_qp_drain, dto/cq.c), under @lock.
  * @ndrains: their number: a poll looks for markers while it is not 0.
