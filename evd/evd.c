@@ -361,7 +361,7 @@ EXPORT_SYMBOL_GPL(__kevd_create);
  *
  * Refused while a stream still feeds the EVD: QPs on its CQ, EVDs that
  * use it as their async EVD, CM bindings that post to it, a thread in
- * kevd_wait(). Otherwise upcalls
+ * kevd_wait() or in kevd_resize(). Otherwise upcalls
  * are torn down, the poller lets go, the CQ is destroyed, queued events
  * are discarded and the memory is released: when kevd_free() returns, no
  * upcall runs or will run and no poller or handler touches the EVD.
@@ -380,11 +380,15 @@ int kevd_free(struct kevd *evd)
 	if (kevd_current_in_upcall(evd))
 		return -EDEADLK;
 	might_sleep();
+	/* a resize in progress uses the EVD; one that begins now fails */
+	if (!mutex_trylock(&evd->resize_mutex))
+		return -EBUSY;
 
 	spin_lock_irqsave(&evd->lock, flags);
 	if (evd->waiter || atomic_read(&evd->async_users) ||
 	    atomic_read(&evd->cm_users) || kevd_cq_busy(evd)) {
 		spin_unlock_irqrestore(&evd->lock, flags);
+		mutex_unlock(&evd->resize_mutex);
 		return -EBUSY;
 	}
 	WRITE_ONCE(evd->policy, KEVD_UPCALL_TEARDOWN);
@@ -392,6 +396,7 @@ int kevd_free(struct kevd *evd)
 	WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_OPEN);
 	set_bit(KEVD_POLL_DEAD, &evd->poll_state);
 	spin_unlock_irqrestore(&evd->lock, flags);
+	mutex_unlock(&evd->resize_mutex);
 
 	/* No upcall in progress, the poller has let go: then the CQ. */
 	kevd_poll_kick_waiters();
@@ -740,7 +745,8 @@ EXPORT_SYMBOL_GPL(kevd_post_ib_event);
  * provider that cannot resize CQs (siw) makes the resize fail, nothing
  * changed.
  *
- * Return: 0, -EINVAL for a bad argument, -EBUSY when the queued events do
+ * Return: 0, -EINVAL for a bad argument or an EVD that kevd_free() is
+ * freeing, -EBUSY when the queued events do
  * not fit in @qlen or a thread waits for more events than @qlen, -ENOMEM,
  * or the error of ib_resize_cq() (-EOPNOTSUPP where the provider has none).
  */
@@ -755,7 +761,10 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 	might_sleep();
 	mutex_lock(&evd->resize_mutex);
 	spin_lock_irqsave(&evd->lock, flags);
-	if (evd->waiter && evd->wait_threshold > actual)
+	/* not on an EVD being freed (kevd_free() holds the mutex to mark it) */
+	if (!(evd->state & KEVD_STATE_OPEN))
+		ret = -EINVAL;
+	else if (evd->waiter && evd->wait_threshold > actual)
 		ret = -EBUSY;
 	else
 		evd->resize_qlen = actual;
@@ -773,7 +782,6 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 				   evd->state & ~KEVD_STATE_OVERFLOWED);
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
-	mutex_unlock(&evd->resize_mutex);
 	trace_kevd_resize(evd, qlen, ret);
 	/*
 	 * A stall flagged before the resize's hold of ring.cons_lock is seen
@@ -784,6 +792,8 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 		WRITE_ONCE(evd->cq_stalled, false);
 		kevd_consumer_done(evd, false);
 	}
+	/* last: until here kevd_free() is refused */
+	mutex_unlock(&evd->resize_mutex);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kevd_resize);

@@ -6,7 +6,8 @@
  * Outermost first:
  *
  *   evd->resize_mutex
- *	one kevd_resize() at a time (process context).
+ *	one kevd_resize() at a time (process context); kevd_free() holds it
+ *	(a trylock: refused while a resize runs) to mark the EVD closed.
  *   evd->lock (spin_lock_irqsave)
  *	upcall policy, upcall object and flag, state bits, the waiter, the
  *	gated QPs; the count of upcall batches in progress (an atomic) is
@@ -237,7 +238,8 @@ struct kevd_direct {
  * @resize_qlen: the queue length a kevd_resize() in progress makes, or 0;
  *	a wait may not begin with a threshold above it.
  * @wq: waiters in kevd_wait() and TEARDOWN/free sleep here.
- * @resize_mutex: serialises kevd_resize() calls (not under @lock).
+ * @resize_mutex: serialises kevd_resize() calls, and kevd_free() with
+ *	them (not under @lock).
  * @flags: stream flags; fixed at create.
  * @poll_state: KEVD_POLL_* bits.
  * @poll_node: on a poller's run list while queued.

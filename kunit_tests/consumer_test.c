@@ -3879,30 +3879,79 @@ static void kevd_consumer_free_at_stop_event(struct kunit *test)
 	}
 }
 
-/* --- an async EVD being freed is nobody's new async EVD ------------------ */
+/* --- an EVD being freed, and the calls that must refuse it -------------- */
 
-struct async_going {
-	struct kevd *aevd;
+/*
+ * An EVD whose kevd_free() has begun and waits: its SINGLE_INSTANCE
+ * upcall holds it until released.
+ */
+struct evd_going {
+	struct kevd *evd;
 	struct completion entered, release, freed;
+	struct task_struct *t;
 	int free_rc;
 };
 
-static void async_going_upcall(void *ctx, const struct kevd_event *ev,
-			       bool more)
+static void evd_going_upcall(void *ctx, const struct kevd_event *ev,
+			     bool more)
 {
-	struct async_going *g = ctx;
+	struct evd_going *g = ctx;
 
 	complete(&g->entered);
 	wait_for_completion(&g->release);
 }
 
-static int async_going_free_fn(void *data)
+static int evd_going_free_fn(void *data)
 {
-	struct async_going *g = data;
+	struct evd_going *g = data;
 
-	g->free_rc = kevd_free(g->aevd);
+	g->free_rc = kevd_free(g->evd);
 	complete(&g->freed);
 	return 0;
+}
+
+/*
+ * Create an EVD with @flags, run its upcall and free it from a thread;
+ * return once the free has begun (the EVD is no longer open). Not the
+ * test's memory: a failed assertion leaves an upcall that uses it.
+ */
+static struct evd_going *evd_going_start(struct kunit *test, u32 flags)
+{
+	struct kevd_upcall up = { evd_going_upcall, NULL };
+	struct evd_going *g;
+	unsigned long end;
+
+	g = kzalloc(sizeof(*g), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, g);
+	init_completion(&g->entered);
+	init_completion(&g->release);
+	init_completion(&g->freed);
+	up.ctx = g;
+	g->evd = cons_create(test, 16, flags | KEVD_SOFTWARE_FLAG,
+			     KEVD_UPCALL_SINGLE_INSTANCE, &up, NULL);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(g->evd, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&g->entered,
+							  CONS_WAIT), 0);
+	g->t = kthread_run(evd_going_free_fn, g, "kevd_cons_going");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(g->t));
+	end = jiffies + CONS_WAIT;
+	while ((cons_state(g->evd) & KEVD_STATE_OPEN) &&
+	       time_before(jiffies, end))
+		schedule_timeout_uninterruptible(1);
+	KUNIT_ASSERT_EQ(test, cons_state(g->evd) & KEVD_STATE_OPEN, 0U);
+	return g;
+}
+
+/* Release the upcall: the free must end, and succeed. */
+static void evd_going_finish(struct kunit *test, struct evd_going *g)
+{
+	long left;
+
+	complete(&g->release);
+	left = wait_for_completion_timeout(&g->freed, CONS_WAIT);
+	KUNIT_ASSERT_GT(test, left, 0);
+	KUNIT_EXPECT_EQ(test, g->free_rc, 0);
+	kfree(g);
 }
 
 /*
@@ -3912,48 +3961,106 @@ static int async_going_free_fn(void *data)
  */
 static void kevd_consumer_create_on_async_being_freed(struct kunit *test)
 {
-	struct kevd_upcall up = { async_going_upcall, NULL };
+	struct evd_going *g = evd_going_start(test, KEVD_ASYNC_FLAG);
 	struct kevd_attr attr;
-	struct async_going *g;
-	struct task_struct *t;
 	struct kevd *evd;
-	unsigned long end;
-	long left;
-
-	/* not the test's: a failed assertion leaves an upcall that uses it */
-	g = kzalloc(sizeof(*g), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, g);
-	init_completion(&g->entered);
-	init_completion(&g->release);
-	init_completion(&g->freed);
-	up.ctx = g;
-	g->aevd = cons_create(test, 16, KEVD_ASYNC_FLAG | KEVD_SOFTWARE_FLAG,
-			      KEVD_UPCALL_SINGLE_INSTANCE, &up, NULL);
-	KUNIT_ASSERT_EQ(test, kevd_post_se(g->aevd, NULL), 0);
-	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&g->entered,
-							  CONS_WAIT), 0);
-	t = kthread_run(async_going_free_fn, g, "kevd_cons_afree");
-	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
-	/* the free has begun: the async EVD is no longer open */
-	end = jiffies + CONS_WAIT;
-	while ((cons_state(g->aevd) & KEVD_STATE_OPEN) &&
-	       time_before(jiffies, end))
-		schedule_timeout_uninterruptible(1);
-	KUNIT_EXPECT_EQ(test, cons_state(g->aevd) & KEVD_STATE_OPEN, 0U);
 
 	kevd_attr_init(&attr);
 	attr.flags = KEVD_SOFTWARE_FLAG;
 	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	attr.async_evd = g->aevd;
+	attr.async_evd = g->evd;
 	evd = kevd_create(NULL, &attr);
 	KUNIT_EXPECT_PTR_EQ(test, evd, ERR_PTR(-EINVAL));
 	if (!IS_ERR_OR_NULL(evd))
 		KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
-	complete(&g->release);
-	left = wait_for_completion_timeout(&g->freed, CONS_WAIT);
+	evd_going_finish(test, g);
+}
+
+/*
+ * A resize that begins while a thread frees the EVD is refused, and
+ * changes nothing: the free does not wait for it, and must not end
+ * while it replaces the ring.
+ */
+static void kevd_consumer_resize_while_freed(struct kunit *test)
+{
+	struct evd_going *g = evd_going_start(test, 0);
+	struct kevd_param p;
+	u32 qlen;
+
+	KUNIT_ASSERT_EQ(test, kevd_query(g->evd, &p), 0);
+	qlen = p.qlen;
+	KUNIT_EXPECT_EQ(test, kevd_resize(g->evd, 4 * qlen), -EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_query(g->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.qlen, qlen);
+	evd_going_finish(test, g);
+}
+
+/* A resize held inside ib_resize_cq() until released. */
+struct resize_held {
+	struct kevd *evd;
+	struct completion entered, release, done;
+	int rc;
+};
+
+static void resize_held_hook(struct ib_cq *cq, void *ctx)
+{
+	struct resize_held *r = ctx;
+
+	complete(&r->entered);
+	wait_for_completion(&r->release);
+}
+
+static int resize_held_fn(void *data)
+{
+	struct resize_held *r = data;
+
+	r->rc = kevd_resize(r->evd, 64);
+	complete(&r->done);
+	return 0;
+}
+
+/*
+ * kevd_free() while another thread's kevd_resize() is in progress (here
+ * inside ib_resize_cq()) is refused, as while a thread waits: it must not
+ * destroy the CQ and the EVD under the resize. Once the resize is done,
+ * the free succeeds.
+ */
+static void kevd_consumer_free_while_resized(struct kunit *test)
+{
+	struct fake_hca *hca;
+	struct resize_held *r;
+	struct task_struct *t;
+	struct kevd_param p;
+	long left;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	/* not the test's: a failed assertion leaves a resize that uses it */
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	init_completion(&r->entered);
+	init_completion(&r->release);
+	init_completion(&r->done);
+	r->evd = cq_evd(test, hca, 16, 0);	/* the CQ follows the queue */
+	fake_cq_set_resize_hook(kevd_cq(r->evd), resize_held_hook, r);
+	t = kthread_run(resize_held_fn, r, "kevd_cons_resize");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&r->entered,
+							  CONS_WAIT), 0);
+
+	KUNIT_EXPECT_EQ(test, kevd_free(r->evd), -EBUSY);
+	KUNIT_EXPECT_NE(test, cons_state(r->evd) & KEVD_STATE_OPEN, 0U);
+
+	complete(&r->release);
+	left = wait_for_completion_timeout(&r->done, CONS_WAIT);
 	KUNIT_ASSERT_GT(test, left, 0);
-	KUNIT_EXPECT_EQ(test, g->free_rc, 0);
-	kfree(g);
+	KUNIT_EXPECT_EQ(test, r->rc, 0);
+	KUNIT_EXPECT_EQ(test, kevd_query(r->evd, &p), 0);
+	KUNIT_EXPECT_GE(test, p.qlen, 64U);
+	fake_cq_set_resize_hook(kevd_cq(r->evd), NULL, NULL);
+	KUNIT_EXPECT_EQ(test, kevd_free(r->evd), 0);
+	kfree(r);
+	fake_hca_destroy(hca);
 }
 
 static struct kunit_case kevd_consumer_cases[] = {
@@ -3968,6 +4075,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_resize_keeps_threshold),
 	KUNIT_CASE(kevd_consumer_free_at_stop_event),
 	KUNIT_CASE(kevd_consumer_create_on_async_being_freed),
+	KUNIT_CASE(kevd_consumer_resize_while_freed),
+	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
 	KUNIT_CASE(kevd_consumer_free_shed_to_blocked_poller),

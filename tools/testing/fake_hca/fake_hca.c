@@ -34,6 +34,8 @@ struct fake_cq {
 	void *hook_ctx;
 	fake_cq_poll_hook poll_hook;	/* published after its argument */
 	void *poll_hook_ctx;
+	fake_cq_resize_hook resize_hook;	/* set while nothing resizes */
+	void *resize_hook_ctx;
 	struct task_struct *firer;
 	struct fake_cq_stats st;
 	int irq_cpu;		/* -1: notify inline (the default) */
@@ -214,6 +216,8 @@ static int fake_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	unsigned long flags;
 	u32 size, i;
 
+	if (fcq->resize_hook)
+		fcq->resize_hook(ibcq, fcq->resize_hook_ctx);
 	if (to_hca(ibcq->device)->no_resize)
 		return -EOPNOTSUPP;
 	if (READ_ONCE(to_hca(ibcq->device)->resize_error))
@@ -695,6 +699,25 @@ void fake_cq_set_poll_hook(struct ib_cq *cq, fake_cq_poll_hook hook,
 	smp_store_release(&fcq->poll_hook, hook);	/* the argument first */
 }
 EXPORT_SYMBOL_GPL(fake_cq_set_poll_hook);
+
+/**
+ * fake_cq_set_resize_hook() - run @hook at the start of every resize_cq.
+ * @cq: a fake CQ.
+ * @hook: the hook, or NULL.
+ * @ctx: its argument.
+ *
+ * The hook may sleep: it holds a resize in progress (in kevd_resize())
+ * for as long as a test needs. Set and cleared while nothing resizes @cq.
+ */
+void fake_cq_set_resize_hook(struct ib_cq *cq, fake_cq_resize_hook hook,
+			     void *ctx)
+{
+	struct fake_cq *fcq = to_fcq(cq);
+
+	fcq->resize_hook_ctx = ctx;
+	fcq->resize_hook = hook;
+}
+EXPORT_SYMBOL_GPL(fake_cq_set_resize_hook);
 
 /**
  * fake_cq_fail_arms() - make req_notify_cq fail, as a provider may.

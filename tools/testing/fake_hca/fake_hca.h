@@ -60,6 +60,9 @@ typedef void (*fake_cq_arm_hook)(struct ib_cq *cq, void *ctx);
 /* Called at the start of every poll_cq, without the fake CQ's lock. */
 typedef void (*fake_cq_poll_hook)(struct ib_cq *cq, void *ctx);
 
+/* Called at the start of every resize_cq, without a lock; it may sleep. */
+typedef void (*fake_cq_resize_hook)(struct ib_cq *cq, void *ctx);
+
 struct fake_hca;
 
 struct fake_hca *fake_hca_create(enum fake_hca_mode mode);
@@ -79,6 +82,8 @@ int fake_cq_start_firing(struct ib_cq *cq);
 void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx);
 void fake_cq_set_poll_hook(struct ib_cq *cq, fake_cq_poll_hook hook,
 			   void *ctx);
+void fake_cq_set_resize_hook(struct ib_cq *cq, fake_cq_resize_hook hook,
+			     void *ctx);
 void fake_cq_fire(struct ib_cq *cq);
 void fake_cq_fail_arms(struct ib_cq *cq, int err);
 void fake_cq_fail_polls(struct ib_cq *cq, int err);
