@@ -603,13 +603,18 @@ EXPORT_SYMBOL_GPL(kevd_post_se);
 /*
  * A connection event of an endpoint must not overtake the completions its
  * endpoint has in the CQ: all but ESTABLISHED, which comes first, wait for
- * the poller to drain the CQ (kevd_cq_unfence()).
+ * the poller to drain the CQ (kevd_cq_unfence()). Nor may ESTABLISHED
+ * overtake an earlier connection event that still waits: the stream's
+ * order comes first, and it waits behind it. nfenced is read without
+ * prod_lock: an event fenced before this post was counted under it, and
+ * one queued meanwhile entered the ring before this post takes the lock.
  */
 static bool kevd_fenced(struct kevd *evd, const struct kevd_event *ev)
 {
 	return evd->cq && kevd_event_stream(ev->event_number) ==
 			  KEVD_STREAM_CONNECTION &&
-	       ev->event_number != KEVD_CONNECTION_EVENT_ESTABLISHED;
+	       (ev->event_number != KEVD_CONNECTION_EVENT_ESTABLISHED ||
+		READ_ONCE(evd->ring.nfenced));
 }
 
 /**
@@ -626,7 +631,9 @@ static bool kevd_fenced(struct kevd *evd, const struct kevd_event *ev)
  * ESTABLISHED becomes visible only after the poller has drained the CQ:
  * every completion in the CQ when it was posted (an endpoint's flushes
  * before its DISCONNECTED) is queued ahead of it. ESTABLISHED is queued
- * at once, ahead of whatever the CQ still holds.
+ * at once, ahead of whatever the CQ still holds, unless an earlier
+ * connection event is still held: then it is held behind that one, and
+ * what the CQ holds comes first (the stream's order before the rest).
  *
  * Context: any, hard IRQ included.
  * Return: 0, -EINVAL for a DTO or software event, a number that is not in

@@ -2746,6 +2746,50 @@ static void kevd_consumer_disconnect_after_flushes(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * The connection stream keeps its order: ESTABLISHED of one endpoint,
+ * posted while DISCONNECTED of another is held behind the CQ (the ring is
+ * full), comes after it, not ahead (on the old code it overtook it).
+ */
+static void kevd_consumer_established_behind_held(struct kunit *test)
+{
+	static int ep_a, ep_b;
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+		.connection.ep = &ep_a,
+	};
+	struct kevd_event est = {
+		.event_number = KEVD_CONNECTION_EVENT_ESTABLISHED,
+		.connection.ep = &ep_b,
+	};
+	struct kevd_event ev = { };
+	struct fake_hca *hca;
+	struct kevd_param p;
+	struct kevd *evd;
+	u64 next;
+	u32 n;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	evd = fence_evd(test, hca);
+
+	next = fence_fill(test, evd) + 1;
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &est), 0);
+	n = fence_until(test, evd, KEVD_CONNECTION_EVENT_DISCONNECTED, &next);
+	KUNIT_EXPECT_EQ(test, n, (u32)FENCE_WCS - 1);
+	KUNIT_EXPECT_EQ(test, fence_take(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_ESTABLISHED);
+	KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, (void *)&ep_b);
+	KUNIT_EXPECT_TRUE(test, fake_cq_empty(kevd_cq(evd)));
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.count, 0U);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_CONNECTION], 2ULL);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 static u64 fence_sum(const u64 *per_stream)
 {
 	u64 sum = 0;
@@ -4068,6 +4112,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 			      seed_stream_gen_params, { .speed = KUNIT_SPEED_SLOW }),
 	KUNIT_CASE(kevd_consumer_unknown_event_number),
 	KUNIT_CASE(kevd_consumer_disconnect_after_flushes),
+	KUNIT_CASE(kevd_consumer_established_behind_held),
 	KUNIT_CASE(kevd_consumer_fenced_event_discarded),
 	KUNIT_CASE(kevd_consumer_dto_defined_fields),
 	KUNIT_CASE_PARAM(kevd_consumer_full_ring_resumes,
