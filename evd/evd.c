@@ -746,12 +746,17 @@ EXPORT_SYMBOL_GPL(kevd_post_ib_event);
  * it fails, and a wait that begins during a resize is held to the smaller
  * of the two queue lengths.
  *
- * Context: process context; may sleep.
  * A DTO EVD whose CQ depth came from the queue length (cq_depth 0) grows
  * its CQ along (ib_resize_cq()), so the CQ holds what the EVD accepts; a
  * provider that cannot resize CQs (siw) makes the resize fail, nothing
- * changed.
+ * changed. The CQ grows first: if the queue then cannot (-ENOMEM,
+ * -EBUSY), the CQ keeps its new depth, which holds more than before.
  *
+ * Completions that a poller or a pull is moving from the CQ into the
+ * queue at that moment count as queued: a shrink may fail with -EBUSY
+ * while they are in flight, and succeed when tried again.
+ *
+ * Context: process context; may sleep.
  * Return: 0, -EINVAL for a bad argument or an EVD that kevd_free() is
  * freeing, -EBUSY when the queued events do
  * not fit in @qlen or a thread waits for more events than @qlen, -ENOMEM,
