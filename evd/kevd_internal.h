@@ -96,6 +96,19 @@ struct kevd_cons_stats {
 	u64 delivered[KEVD_NR_STREAMS];
 };
 
+/* Runs of events given back by MANY batches, at the queue's front. */
+#define KEVD_RING_RUNS		4
+
+/**
+ * struct kevd_ring_run - events a stopped MANY batch gave back.
+ * @orig: the ring index its first event had when the batch popped it.
+ * @left: how many of them are still queued (at the front, in this run).
+ */
+struct kevd_ring_run {
+	u32 orig;
+	u32 left;
+};
+
 /**
  * struct kevd_ring - the event ring of one EVD.
  * @prod: next slot to fill; written under @prod_lock, read anywhere.
@@ -112,6 +125,10 @@ struct kevd_cons_stats {
  * @stale: a slot array replaced by resize during a claim, or NULL; under
  *	@cons_lock.
  * @cstats: consumer counters; written under @cons_lock.
+ * @nruns: the runs in @runs; under @cons_lock.
+ * @runs: the runs of events given back by stopped MANY batches that are
+ *	still at the front, oldest first (kevd_ring_push_front()): a later
+ *	give-back goes behind the older ones. Under @cons_lock.
  * @slots: the events; replaced only by resize, under both locks.
  * @mask: number of slots minus one (a power of two minus one).
  * @headroom: slots kept for the streams that cannot wait.
@@ -132,6 +149,8 @@ struct kevd_ring {
 	spinlock_t cons_lock;	/* serialises consumers */
 	struct kevd_event *stale;
 	struct kevd_cons_stats cstats;
+	u32 nruns;
+	struct kevd_ring_run runs[KEVD_RING_RUNS];
 
 	struct kevd_event *slots ____cacheline_aligned_in_smp;
 	u32 mask;
@@ -176,6 +195,8 @@ struct kevd_poller;
 /**
  * struct kevd_batch - the events an upcall batch delivers.
  * @evd: the EVD.
+ * @first: the ring index of the first event (MANY copies: where their
+ *	give-back goes, kevd_ring_push_front()).
  * @gen: evd->upcall_gen when the batch began; it stops when that changes.
  * @pos: the event whose invocation runs now.
  * @n: events in the batch; lowered when the rest goes back to the EVD.
@@ -188,6 +209,7 @@ struct kevd_poller;
  */
 struct kevd_batch {
 	struct kevd *evd;
+	u32 first;
 	u32 gen;
 	u32 pos;
 	u32 n;
@@ -412,12 +434,13 @@ int kevd_ring_post(struct kevd_ring *ring, const struct kevd_event *ev,
 void kevd_ring_count_lost(struct kevd_ring *ring, enum kevd_stream stream,
 			  u32 posted, u32 overflows);
 u32 __kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max);
-u32 kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max);
+u32 kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max,
+		  u32 *first);
 u32 kevd_ring_claim(struct kevd_ring *ring, u32 max, struct kevd_claim *c);
 void kevd_ring_release(struct kevd_ring *ring);
 void kevd_ring_unclaim(struct kevd_ring *ring, struct kevd_claim *c, u32 from);
 int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
-			 u32 k, bool fresh);
+			 u32 k, bool fresh, u32 orig);
 int kevd_ring_resize(struct kevd_ring *ring, u32 qlen);
 int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev);
 u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued);

@@ -115,6 +115,7 @@ int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom)
 	ring->resv = 0;
 	ring->stale = NULL;
 	ring->nfenced = 0;
+	ring->nruns = 0;
 	INIT_LIST_HEAD(&ring->fenced);
 	spin_lock_init(&ring->prod_lock);
 	spin_lock_init(&ring->cons_lock);
@@ -281,6 +282,52 @@ void kevd_ring_count_lost(struct kevd_ring *ring, enum kevd_stream stream,
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
 }
 
+/* @n events left the front: the runs they came from (struct kevd_ring_run). */
+static void __kevd_ring_runs_taken(struct kevd_ring *ring, u32 n)
+{
+	u32 i = 0, t;
+
+	lockdep_assert_held(&ring->cons_lock);
+	while (n && i < ring->nruns) {
+		t = min(n, ring->runs[i].left);
+		ring->runs[i].left -= t;
+		n -= t;
+		if (!ring->runs[i].left)
+			i++;
+	}
+	if (!i)
+		return;
+	ring->nruns -= i;
+	memmove(ring->runs, ring->runs + i, ring->nruns * sizeof(ring->runs[0]));
+}
+
+/*
+ * Record a run of @k events given back from ring index @orig, at position
+ * @m (after the older runs). With every entry in use the two oldest
+ * neighbours that @m does not separate become one: their events stay in
+ * order, only a later give-back between them could no longer be placed.
+ */
+static void __kevd_ring_runs_add(struct kevd_ring *ring, u32 m, u32 orig,
+				 u32 k)
+{
+	u32 p;
+
+	if (ring->nruns == KEVD_RING_RUNS) {
+		p = m == 1 ? 2 : 0;
+		ring->runs[p].left += ring->runs[p + 1].left;
+		ring->nruns--;
+		memmove(ring->runs + p + 1, ring->runs + p + 2,
+			(ring->nruns - p - 1) * sizeof(ring->runs[0]));
+		if (m > p + 1)
+			m--;
+	}
+	memmove(ring->runs + m + 1, ring->runs + m,
+		(ring->nruns - m) * sizeof(ring->runs[0]));
+	ring->runs[m].orig = orig;
+	ring->runs[m].left = k;
+	ring->nruns++;
+}
+
 /*
  * Count @n events taken at @head for the statistics. Caller holds
  * cons_lock. DTO events (numbers below 0x1000) are counted once per
@@ -302,6 +349,8 @@ static void __kevd_ring_account(struct kevd_ring *ring, u32 head, u32 n)
 		}
 	}
 	delivered[KEVD_STREAM_DTO] += dto;
+	if (unlikely(ring->nruns))
+		__kevd_ring_runs_taken(ring, n);
 }
 
 /**
@@ -340,16 +389,19 @@ u32 __kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max)
  * @ring: the ring.
  * @evs: where to copy them.
  * @max: at most this many.
+ * @first: set to the ring index of the first (kevd_ring_push_front()).
  *
  * Context: any; takes ring->cons_lock.
  * Return: the number of events taken.
  */
-u32 kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max)
+u32 kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max,
+		  u32 *first)
 {
 	unsigned long flags;
 	u32 n;
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
+	*first = ring->head;
 	n = __kevd_ring_pop(ring, evs, max);
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	return n;
@@ -455,6 +507,8 @@ void kevd_ring_unclaim(struct kevd_ring *ring, struct kevd_claim *c, u32 from)
 		ring->slots[(head + j) & ring->mask] =
 			c->slots[(c->first + from + j) & c->mask];
 	ring->head = head;
+	/* no MANY batch runs beside a claim: its runs are all taken */
+	ring->nruns = 0;
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	c->n = from;
 }
@@ -467,21 +521,27 @@ void kevd_ring_unclaim(struct kevd_ring *ring, struct kevd_claim *c, u32 from)
  * @fresh: they were never queued (completions polled for direct
  *	delivery): count them as posted; else they were popped and count as
  *	not delivered after all.
+ * @orig: unless @fresh, the ring index the first of them had (what
+ *	kevd_ring_pop() returned in @first, plus the events before it that
+ *	were delivered).
  *
  * For events a batch took and did not deliver because the upcall policy
  * changed (copied MANY batches, completions polled for direct delivery):
  * they become the oldest queued events again. They may use the headroom:
- * they are already out of the CQ or the ring.
+ * they are already out of the CQ or the ring. MANY batches run side by
+ * side and may give back in any order: events a batch that popped earlier
+ * gave back stay ahead of these (struct kevd_ring_run), so the queue's
+ * front is in the order the events were first queued.
  *
  * Context: no claim open (its claimer would be the caller); takes
  * ring->cons_lock, then ring->prod_lock.
  * Return: 0, or -ENOSPC when @k slots are not free (nothing queued).
  */
 int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
-			 u32 k, bool fresh)
+			 u32 k, bool fresh, u32 orig)
 {
+	u32 head, j, m = 0, ahead = 0;
 	unsigned long flags;
-	u32 head, j;
 	int ret = 0;
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
@@ -491,13 +551,26 @@ int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
 		ret = -ENOSPC;
 		goto out;
 	}
+	/* the runs given back from older indices stay ahead: move them up */
+	for (; !fresh && m < ring->nruns; m++) {
+		if ((s32)(ring->runs[m].orig - orig) > 0)
+			break;
+		ahead += ring->runs[m].left;
+	}
 	head = ring->head - k;
+	for (j = 0; j < ahead; j++)
+		ring->slots[(head + j) & ring->mask] =
+			ring->slots[(ring->head + j) & ring->mask];
 	for (j = 0; j < k; j++)
-		ring->slots[(head + j) & ring->mask] = evs[j];
-	if (fresh)
+		ring->slots[(head + ahead + j) & ring->mask] = evs[j];
+	if (fresh) {
 		ring->pstats.posted[KEVD_STREAM_DTO] += k;
-	else
-		__kevd_ring_unaccount(ring, ring->slots, ring->mask, head, k);
+		ring->nruns = 0;	/* they are older than any run */
+	} else {
+		__kevd_ring_unaccount(ring, ring->slots, ring->mask,
+				      head + ahead, k);
+		__kevd_ring_runs_add(ring, m, orig, k);
+	}
 	ring->head = head;
 	/* producers read cons under prod_lock, which we hold */
 	WRITE_ONCE(ring->cons, head);

@@ -4107,6 +4107,98 @@ static void kevd_consumer_free_while_resized(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* --- MANY batches stopped side by side give back in order ---------------- */
+
+#define MANY_STOP_EVENTS	64
+
+struct many_stop {
+	struct completion entered, release[2], returned;
+	atomic_t slots;
+	unsigned long idx[2];	/* the event each blocked upcall holds */
+};
+
+static void many_stop_upcall(void *ctx, const struct kevd_event *ev,
+			     bool more)
+{
+	struct many_stop *m = ctx;
+	int slot = atomic_inc_return(&m->slots) - 1;
+
+	if (slot >= 2)		/* never: both pollers are held, then DISABLE */
+		return;
+	m->idx[slot] = (unsigned long)ev->software.pointer;
+	complete(&m->entered);
+	wait_for_completion(&m->release[slot]);
+	complete(&m->returned);
+}
+
+/*
+ * Two MANY batches run side by side, each inside its first upcall, when
+ * the consumer disables upcalls. The batch that took the older events
+ * returns first and gives the rest back; then the other. Everything not
+ * delivered comes back in the order it was posted: on the old code the
+ * second give-back went ahead of the first (the newer events first).
+ */
+static void kevd_consumer_many_give_back_order(struct kunit *test)
+{
+	struct kevd_upcall up = { many_stop_upcall, NULL };
+	struct kevd_event ev;
+	struct many_stop *m;
+	struct kevd *evd;
+	unsigned long i, last = 0;
+	int lo, n = 0;
+	u32 before;
+
+	if (kevd_nr_pollers() < 2 || num_online_cpus() < 2)
+		kunit_skip(test, "needs two pollers");
+	/* not the test's: a failed assertion leaves upcalls that use it */
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, m);
+	init_completion(&m->entered);
+	init_completion(&m->release[0]);
+	init_completion(&m->release[1]);
+	init_completion(&m->returned);
+	up.ctx = m;
+	evd = cons_create(test, 256, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			  NULL, NULL);
+	for (i = 1; i <= MANY_STOP_EVENTS; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)i), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_MANY, &up,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&m->entered,
+							  CONS_WAIT), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&m->entered,
+							  CONS_WAIT), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_DISABLE,
+						 NULL, 0), 0);
+
+	/* the older batch returns first, and its events come back */
+	lo = m->idx[0] < m->idx[1] ? 0 : 1;
+	before = cons_count(evd);
+	complete(&m->release[lo]);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&m->returned,
+							  CONS_WAIT), 0);
+	KUNIT_ASSERT_TRUE(test, cons_wait_count(evd, before + 1));
+	complete(&m->release[!lo]);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&m->returned,
+							  CONS_WAIT), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+
+	/* all but the two delivered, oldest first */
+	while (!kevd_dequeue(evd, &ev)) {
+		i = (unsigned long)ev.software.pointer;
+		KUNIT_EXPECT_GT(test, i, last);
+		KUNIT_EXPECT_NE(test, i, m->idx[0]);
+		KUNIT_EXPECT_NE(test, i, m->idx[1]);
+		last = i;
+		n++;
+	}
+	KUNIT_EXPECT_EQ(test, n, MANY_STOP_EVENTS - 2);
+	KUNIT_EXPECT_EQ(test, atomic_read(&m->slots), 2);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	kfree(m);
+}
+
 static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_seed_pattern,
 			      seed_stream_gen_params, { .speed = KUNIT_SPEED_SLOW }),
@@ -4125,6 +4217,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
 	KUNIT_CASE(kevd_consumer_free_shed_to_blocked_poller),
+	KUNIT_CASE(kevd_consumer_many_give_back_order),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
 			 ext_policy_gen_params),
 	KUNIT_CASE(kevd_consumer_giveback_full_ring),

@@ -115,14 +115,15 @@ static void kevd_deliver_end(struct kevd *evd, int policy)
 
 /*
  * Push events back to the head of @evd, making room if it has none.
- * @fresh: they never were in the ring (kevd_ring_push_front()).
+ * @fresh: they never were in the ring; else @orig was the ring index of
+ * the first (kevd_ring_push_front()).
  */
 static void kevd_push_front(struct kevd *evd, const struct kevd_event *evs,
-			    u32 k, bool fresh)
+			    u32 k, bool fresh, u32 orig)
 {
 	u32 qlen;
 
-	while (kevd_ring_push_front(&evd->ring, evs, k, fresh)) {
+	while (kevd_ring_push_front(&evd->ring, evs, k, fresh, orig)) {
 		/*
 		 * Producers filled the ring during the batch: grow it rather
 		 * than lose or deliver events taken from the consumer. They
@@ -157,7 +158,7 @@ static void kevd_push_front_wcs(struct kevd *evd, const struct ib_wc *wcs,
 			kevd_wc_to_event(&wcs[end + i], &evs[i]);
 			evs[i].evd = evd;
 		}
-		kevd_push_front(evd, evs, n, true);
+		kevd_push_front(evd, evs, n, true, 0);
 	}
 }
 
@@ -185,7 +186,7 @@ void kevd_batch_return(struct kevd_batch *b, u32 from)
 	else if (b->wcs)
 		kevd_push_front_wcs(evd, b->wcs + from, k);
 	else
-		kevd_push_front(evd, b->evs + from, k, false);
+		kevd_push_front(evd, b->evs + from, k, false, b->first + from);
 	b->n = from;
 	kevd_wake_waiter(evd);
 }
@@ -480,7 +481,8 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 		return n;
 	}
 
-	n = kevd_ring_pop(&evd->ring, evs, min_t(u32, budget, KEVD_MANY_BATCH));
+	n = kevd_ring_pop(&evd->ring, evs, min_t(u32, budget, KEVD_MANY_BATCH),
+			  &b.first);
 	if (!n) {
 		kevd_deliver_end(evd, policy);
 		return 0;
