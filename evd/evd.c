@@ -758,7 +758,8 @@ EXPORT_SYMBOL_GPL(kevd_post_ib_event);
  *
  * Context: process context; may sleep.
  * Return: 0, -EINVAL for a bad argument or an EVD that kevd_free() is
- * freeing, -EBUSY when the queued events do
+ * freeing (while that free waits; after it returned the EVD is gone, as
+ * for any call), -EBUSY when the queued events do
  * not fit in @qlen or a thread waits for more events than @qlen, -ENOMEM,
  * or the error of ib_resize_cq() (-EOPNOTSUPP where the provider has none).
  */

@@ -7,7 +7,8 @@
  *
  *   evd->resize_mutex
  *	one kevd_resize() at a time (process context); kevd_free() holds it
- *	(a trylock: refused while a resize runs) to mark the EVD closed.
+ *	(a trylock: refused while a resize runs) to mark the EVD closed, and
+ *	a QP drain that grows a full ring (a trylock, dto/drain.c).
  *   evd->lock (spin_lock_irqsave)
  *	upcall policy, upcall object and flag, state bits, the waiter, the
  *	gated QPs; the count of upcall batches in progress (an atomic) is
@@ -96,9 +97,6 @@ struct kevd_cons_stats {
 	u64 delivered[KEVD_NR_STREAMS];
 };
 
-/* Runs of events given back by MANY batches, at the queue's front. */
-#define KEVD_RING_RUNS		4
-
 /**
  * struct kevd_ring_run - events a stopped MANY batch gave back.
  * @orig: the ring index its first event had when the batch popped it.
@@ -126,9 +124,13 @@ struct kevd_ring_run {
  *	@cons_lock.
  * @cstats: consumer counters; written under @cons_lock.
  * @nruns: the runs in @runs; under @cons_lock.
+ * @max_runs: room in @runs: one per poller (a poller runs one batch at a
+ *	time), at least four.
  * @runs: the runs of events given back by stopped MANY batches that are
  *	still at the front, oldest first (kevd_ring_push_front()): a later
- *	give-back goes behind the older ones. Under @cons_lock.
+ *	give-back goes behind the older ones. Their @orig are ring indices
+ *	of one numbering, which a give-back changes: the next MANY pop
+ *	clears them (kevd_ring_pop()). Under @cons_lock.
  * @slots: the events; replaced only by resize, under both locks.
  * @mask: number of slots minus one (a power of two minus one).
  * @headroom: slots kept for the streams that cannot wait.
@@ -150,7 +152,8 @@ struct kevd_ring {
 	struct kevd_event *stale;
 	struct kevd_cons_stats cstats;
 	u32 nruns;
-	struct kevd_ring_run runs[KEVD_RING_RUNS];
+	u32 max_runs;
+	struct kevd_ring_run *runs;
 
 	struct kevd_event *slots ____cacheline_aligned_in_smp;
 	u32 mask;
@@ -260,8 +263,8 @@ struct kevd_direct {
  * @resize_qlen: the queue length a kevd_resize() in progress makes, or 0;
  *	a wait may not begin with a threshold above it.
  * @wq: waiters in kevd_wait() and TEARDOWN/free sleep here.
- * @resize_mutex: serialises kevd_resize() calls, and kevd_free() with
- *	them (not under @lock).
+ * @resize_mutex: serialises kevd_resize() calls, and kevd_free() and a
+ *	drain's ring growth with them (not under @lock).
  * @flags: stream flags; fixed at create.
  * @poll_state: KEVD_POLL_* bits.
  * @poll_node: on a poller's run list while queued.

@@ -104,9 +104,16 @@ int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom)
 	ret = kevd_ring_slots(qlen, headroom, &size);
 	if (ret)
 		return ret;
-	ring->slots = kvcalloc(size, sizeof(*ring->slots), GFP_KERNEL);
-	if (!ring->slots)
+	ring->max_runs = max(kevd_nr_pollers(), 4U);
+	ring->runs = kcalloc(ring->max_runs, sizeof(*ring->runs), GFP_KERNEL);
+	if (!ring->runs)
 		return -ENOMEM;
+	ring->slots = kvcalloc(size, sizeof(*ring->slots), GFP_KERNEL);
+	if (!ring->slots) {
+		kfree(ring->runs);
+		ring->runs = NULL;
+		return -ENOMEM;
+	}
 	ring->mask = size - 1;
 	ring->headroom = headroom;
 	ring->prod = 0;
@@ -132,6 +139,8 @@ void kevd_ring_destroy(struct kevd_ring *ring)
 	WARN_ON_ONCE(!list_empty(&ring->fenced)); /* kevd_ring_drop_fenced() */
 	kvfree(ring->slots);
 	ring->slots = NULL;
+	kfree(ring->runs);
+	ring->runs = NULL;
 }
 
 /* Free slots for a producer. Caller holds ring->prod_lock. */
@@ -303,16 +312,17 @@ static void __kevd_ring_runs_taken(struct kevd_ring *ring, u32 n)
 
 /*
  * Record a run of @k events given back from ring index @orig, at position
- * @m (after the older runs). With every entry in use the two oldest
- * neighbours that @m does not separate become one: their events stay in
- * order, only a later give-back between them could no longer be placed.
+ * @m (after the older runs). Every entry in use cannot happen (one per
+ * poller); if it did, two neighbours that @m does not separate would
+ * become one: their events stay in order, only a later give-back between
+ * them could no longer be placed.
  */
 static void __kevd_ring_runs_add(struct kevd_ring *ring, u32 m, u32 orig,
 				 u32 k)
 {
 	u32 p;
 
-	if (ring->nruns == KEVD_RING_RUNS) {
+	if (ring->nruns == ring->max_runs) {
 		p = m == 1 ? 2 : 0;
 		ring->runs[p].left += ring->runs[p + 1].left;
 		ring->nruns--;
@@ -391,6 +401,11 @@ u32 __kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max)
  * @max: at most this many.
  * @first: set to the ring index of the first (kevd_ring_push_front()).
  *
+ * For MANY batches. The runs given back before are behind what it takes
+ * (the front is in order) and no batch that popped before it gives back
+ * any more (a policy change holds new batches back until those ended):
+ * it clears them, as their indices are of an older numbering.
+ *
  * Context: any; takes ring->cons_lock.
  * Return: the number of events taken.
  */
@@ -401,6 +416,7 @@ u32 kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max,
 	u32 n;
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
+	ring->nruns = 0;
 	*first = ring->head;
 	n = __kevd_ring_pop(ring, evs, max);
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
@@ -507,7 +523,7 @@ void kevd_ring_unclaim(struct kevd_ring *ring, struct kevd_claim *c, u32 from)
 		ring->slots[(head + j) & ring->mask] =
 			c->slots[(c->first + from + j) & c->mask];
 	ring->head = head;
-	/* no MANY batch runs beside a claim: its runs are all taken */
+	/* no MANY batch runs beside a claim: none gives back behind these */
 	ring->nruns = 0;
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	c->n = from;
