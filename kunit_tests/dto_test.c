@@ -1050,9 +1050,10 @@ static void gate_add(struct kunit *test, struct ib_cq *cq, struct ib_qp *qp,
 /*
  * The CM binding's gate (an endpoint before its ESTABLISHED): the first
  * completion of the gated QP A is parked and the CQ behind it waits (so
- * does a connection event held behind the CQ); B's completions ahead of
- * it flow, and the CQ stays unarmed. ESTABLISHED is queued at once; once
- * the gate lifts, A's completion and the rest follow it in CQ order.
+ * does B's DISCONNECTED, held behind the CQ); B's completions ahead of
+ * it flow, and the CQ stays unarmed. A's ESTABLISHED, posted while B's
+ * DISCONNECTED is held, is held behind it (the connection stream's
+ * order): once the gate lifts, the CQ drains in order, then both.
  */
 static void kevd_dto_gate_holds_qp(struct kunit *test)
 {
@@ -1062,6 +1063,7 @@ static void kevd_dto_gate_holds_qp(struct kunit *test)
 	struct kevd_event disc = {
 		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
 	};
+	void *ep;
 	/* B0 B1 A2 B3 A4: B's first two flow, A2 waits with what follows */
 	static const bool of_a[] = { false, false, true, false, true };
 	struct ib_qp *qa, *qb;
@@ -1078,6 +1080,8 @@ static void kevd_dto_gate_holds_qp(struct kunit *test)
 	KUNIT_ASSERT_TRUE(test, qa && qb && p);
 	qa->qp_context = qa;
 	qb->qp_context = qb;
+	est.connection.ep = qa;
+	disc.connection.ep = qb;
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
 	kevd_attr_init(&attr);
@@ -1102,16 +1106,19 @@ static void kevd_dto_gate_holds_qp(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &est), 0);
 	kevd_cq_ungate(evd, &gate);
 	for (i = 0; i < ARRAY_SIZE(of_a) + 2; i++) {
-		/* B0 B1 ESTABLISHED A2 B3 A4 DISCONNECTED */
-		u32 want = i == 2 ? KEVD_CONNECTION_EVENT_ESTABLISHED :
-			   i == 6 ? KEVD_CONNECTION_EVENT_DISCONNECTED :
+		/* B0 B1 A2 B3 A4, B's DISCONNECTED, A's ESTABLISHED */
+		u32 want = i == 5 ? KEVD_CONNECTION_EVENT_DISCONNECTED :
+			   i == 6 ? KEVD_CONNECTION_EVENT_ESTABLISHED :
 				    KEVD_DTO_COMPLETION_EVENT;
 
 		KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
 		KUNIT_EXPECT_EQ(test, ev.event_number, want);
-		if (want == KEVD_DTO_COMPLETION_EVENT)
-			KUNIT_EXPECT_EQ(test, ev.dto.cookie,
-					(u64)(i < 2 ? i : i - 1));
+		if (want == KEVD_DTO_COMPLETION_EVENT) {
+			KUNIT_EXPECT_EQ(test, ev.dto.cookie, (u64)i);
+			continue;
+		}
+		ep = want == KEVD_CONNECTION_EVENT_ESTABLISHED ? qa : qb;
+		KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, ep);
 	}
 	/*
 	 * and the CQ is armed again, after at most defer_arm (64) empty
