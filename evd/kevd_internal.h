@@ -124,9 +124,8 @@ struct kevd_ring_run {
  *	@cons_lock.
  * @cstats: consumer counters; written under @cons_lock.
  * @nruns: the runs in @runs; under @cons_lock.
- * @max_runs: room in @runs: one per poller (a poller runs one batch at a
- *	time), at least four.
- * @runs: the runs of events given back by stopped MANY batches that are
+ * @runs: room for one run per poller (kevd_ring_max_runs()): the runs
+ *	of events given back by stopped MANY batches that are
  *	still at the front, oldest first (kevd_ring_push_front()): a later
  *	give-back goes behind the older ones. Their @orig are ring indices
  *	of one numbering, which a give-back changes: the next MANY pop
@@ -152,7 +151,6 @@ struct kevd_ring {
 	struct kevd_event *stale;
 	struct kevd_cons_stats cstats;
 	u32 nruns;
-	u32 max_runs;
 	struct kevd_ring_run *runs;
 
 	struct kevd_event *slots ____cacheline_aligned_in_smp;

@@ -87,6 +87,17 @@ static int kevd_ring_slots(u32 qlen, u32 headroom, u32 *size)
 	return 0;
 }
 
+/*
+ * Room for give-back runs (struct kevd_ring_run): one per poller, as a
+ * poller runs one batch at a time, and at least four, which the merge in
+ * __kevd_ring_runs_add() needs. The pool is not resized while an EVD
+ * exists (kevd_pollers_restart()), so a ring's room stays what it was.
+ */
+static u32 kevd_ring_max_runs(void)
+{
+	return max(kevd_nr_pollers(), 4U);
+}
+
 /**
  * kevd_ring_init() - set up an empty ring.
  * @ring: the ring.
@@ -104,8 +115,8 @@ int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom)
 	ret = kevd_ring_slots(qlen, headroom, &size);
 	if (ret)
 		return ret;
-	ring->max_runs = max(kevd_nr_pollers(), 4U);
-	ring->runs = kcalloc(ring->max_runs, sizeof(*ring->runs), GFP_KERNEL);
+	ring->runs = kcalloc(kevd_ring_max_runs(), sizeof(*ring->runs),
+			     GFP_KERNEL);
 	if (!ring->runs)
 		return -ENOMEM;
 	ring->slots = kvcalloc(size, sizeof(*ring->slots), GFP_KERNEL);
@@ -322,7 +333,7 @@ static void __kevd_ring_runs_add(struct kevd_ring *ring, u32 m, u32 orig,
 {
 	u32 p;
 
-	if (ring->nruns == ring->max_runs) {
+	if (ring->nruns == kevd_ring_max_runs()) {
 		p = m == 1 ? 2 : 0;
 		ring->runs[p].left += ring->runs[p + 1].left;
 		ring->nruns--;
