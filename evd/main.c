@@ -18,6 +18,9 @@
 #define CREATE_TRACE_POINTS
 #include "kevd_trace.h"
 
+/* For probes in kevd's own tests (kunit_tests/api_test.c). */
+EXPORT_TRACEPOINT_SYMBOL_GPL(kevd_upcall_batch_begin);
+
 /* Free, or at least silence, the EVDs @mod left open (see the top). */
 static void kevd_reap(struct module *mod, const char *who)
 {

@@ -7,6 +7,7 @@
 #include <linux/kthread.h>
 #include <linux/sched.h>
 #include "kevd_test.h"
+#include "kevd_trace.h"
 
 #define SW	KEVD_SOFTWARE_FLAG
 
@@ -415,6 +416,98 @@ static void kevd_api_notify(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
 	KUNIT_EXPECT_EQ(test, p.stats.upcalls, (u64)atomic_read(&r->doorbells));
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+/* Swaps the NOTIFY upcall object of @evd inside its first doorbell's batch. */
+struct kevd_notify_swap {
+	struct kevd *evd;
+	struct kevd_upcall up;
+	int flag;
+	atomic_t fired;
+	int rc;
+};
+
+/*
+ * A probe on kevd_upcall_batch_begin: it runs on the poller between the
+ * doorbell's policy snapshot and the call, the window a consumer's
+ * kevd_modify_upcall() from another CPU can land in.
+ */
+static void kevd_notify_swap_probe(void *data, const struct kevd *evd,
+				   int policy, u32 n)
+{
+	struct kevd_notify_swap *s = data;
+
+	if (policy != KEVD_UPCALL_NOTIFY || atomic_read(&s->fired) ||
+	    evd != READ_ONCE(s->evd) || atomic_cmpxchg(&s->fired, 0, 1))
+		return;
+	WRITE_ONCE(s->rc, kevd_modify_upcall(s->evd, KEVD_UPCALL_NOTIFY,
+					     &s->up, s->flag));
+}
+
+/* At the test's end, however it ends: no probe runs after it. */
+static void kevd_notify_swap_unprobe(void *s)
+{
+	unregister_trace_kevd_upcall_batch_begin(kevd_notify_swap_probe, s);
+	tracepoint_synchronize_unregister();
+}
+
+/*
+ * A NOTIFY doorbell that a change of the upcall object (same policy and
+ * flag) stopped before its call is not lost: the new object rings for
+ * the events already queued, and the old one does not ring.
+ */
+static void kevd_api_notify_swap_object(struct kunit *test)
+{
+	static const int flags[] = { KEVD_UPCALL_INVOC_ANY,
+				     KEVD_UPCALL_INVOC_NEW };
+	struct kevd_upcall up = { kevd_rec_upcall, NULL };
+	struct kevd_notify_swap *s;
+	unsigned long bound = msecs_to_jiffies(10000);
+	struct kevd_rec *old, *new;
+	struct kevd_event ev;
+	struct kevd_param p;
+	unsigned int i;
+	bool rung;
+	int ret;
+
+	s = kunit_kzalloc(test, sizeof(*s), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, s);
+	if (!IS_ENABLED(CONFIG_TRACEPOINTS))
+		kunit_skip(test, "no tracepoints in this kernel");
+	atomic_set(&s->fired, 1);	/* the probe waits for an EVD */
+	ret = register_trace_kevd_upcall_batch_begin(kevd_notify_swap_probe,
+						     s);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	ret = kunit_add_action_or_reset(test, kevd_notify_swap_unprobe, s);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	for (i = 0; i < ARRAY_SIZE(flags); i++) {
+		old = kevd_rec_new(test);
+		new = kevd_rec_new(test);
+		up.ctx = old;
+		s->up = (struct kevd_upcall){ kevd_rec_upcall, new };
+		s->flag = flags[i];
+		s->rc = -1;
+		WRITE_ONCE(s->evd, kevd_test_create(test, 8, SW,
+						    KEVD_UPCALL_NOTIFY, &up,
+						    flags[i]));
+		atomic_set_release(&s->fired, 0);	/* the probe looks now */
+		KUNIT_EXPECT_EQ(test, kevd_post_se(s->evd, ptr(i + 1)), 0);
+		rung = kevd_test_wait_count_for(&new->doorbells, 1, bound);
+		KUNIT_EXPECT_TRUE(test, rung);
+		KUNIT_EXPECT_EQ(test, atomic_read(&s->fired), 1);
+		KUNIT_EXPECT_EQ(test, READ_ONCE(s->rc), 0);
+		KUNIT_EXPECT_EQ(test, atomic_read(&old->doorbells), 0);
+		KUNIT_EXPECT_EQ(test, kevd_dequeue(s->evd, &ev), 0);
+		KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, ptr(i + 1));
+		KUNIT_EXPECT_EQ(test, kevd_modify_upcall(s->evd,
+							 KEVD_UPCALL_TEARDOWN,
+							 NULL, 0), 0);
+		KUNIT_ASSERT_EQ(test, kevd_query(s->evd, &p), 0);
+		KUNIT_EXPECT_EQ(test, p.stats.upcalls,
+				(u64)atomic_read(&new->doorbells));
+		atomic_set(&s->fired, 1);	/* and no longer */
+		KUNIT_EXPECT_EQ(test, kevd_free(s->evd), 0);
+	}
 }
 
 static void kevd_api_teardown_inside_upcall(struct kunit *test)
@@ -836,6 +929,7 @@ static struct kunit_case kevd_api_cases[] = {
 	KUNIT_CASE(kevd_api_invoc_new),
 	KUNIT_CASE(kevd_api_in_place),
 	KUNIT_CASE(kevd_api_notify),
+	KUNIT_CASE(kevd_api_notify_swap_object),
 	KUNIT_CASE(kevd_api_teardown_inside_upcall),
 	KUNIT_CASE(kevd_api_wait),
 	KUNIT_CASE(kevd_api_dequeue_batch),

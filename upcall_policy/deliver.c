@@ -43,9 +43,23 @@
 #include "kevd_internal.h"
 #include "kevd_trace.h"
 
-/* May a batch run now? Counts it if so. Takes evd->lock. */
+/*
+ * A NOTIFY doorbell's mark: notify_prod and notify_stall_rung as the
+ * doorbell set them (@prod) and as they were before (@prev, @prev_stall).
+ */
+struct kevd_bell {
+	u32 prod;
+	u32 prev;
+	bool prev_stall;
+};
+
+/*
+ * May a batch run now? Counts it if so; a NOTIFY doorbell marks what it
+ * rings for in @bell. Takes evd->lock.
+ */
 static bool kevd_deliver_begin(struct kevd *evd, int *policy,
-			       struct kevd_upcall *upcall, u32 *gen)
+			       struct kevd_upcall *upcall, u32 *gen,
+			       struct kevd_bell *bell)
 {
 	unsigned long flags;
 	bool go = false, stalled;
@@ -83,6 +97,9 @@ static bool kevd_deliver_begin(struct kevd *evd, int *policy,
 		if (prod == evd->notify_prod &&
 		    (!stalled || evd->notify_stall_rung))
 			goto out;
+		bell->prev = evd->notify_prod;
+		bell->prev_stall = evd->notify_stall_rung;
+		bell->prod = prod;
 		/* one doorbell per stall; the next one needs an arrival */
 		evd->notify_stall_rung = prod == evd->notify_prod;
 		evd->notify_prod = prod;
@@ -94,6 +111,25 @@ static bool kevd_deliver_begin(struct kevd *evd, int *policy,
 out:
 	spin_unlock_irqrestore(&evd->lock, flags);
 	return go;
+}
+
+/*
+ * A doorbell that a kevd_modify_upcall() stopped before its call did not
+ * ring: the arrivals it marked still need one, from the new policy and
+ * object. Unless a later doorbell or a new gate (kevd_set_gate()) moved
+ * the mark since, put it back. The change scheduled the EVD (its ring is
+ * not empty), so a pass follows this one. Takes evd->lock.
+ */
+static void kevd_notify_unring(struct kevd *evd, const struct kevd_bell *bell)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	if (evd->notify_prod == bell->prod) {
+		evd->notify_prod = bell->prev;
+		evd->notify_stall_rung = bell->prev_stall;
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
 }
 
 /*
@@ -453,11 +489,12 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 {
 	struct kevd_batch b = { .evd = evd, .evs = evs };
 	struct kevd_upcall upcall;
+	struct kevd_bell bell;
 	int policy;
 	u32 n;
 
 	kevd_assert_owner(evd);
-	if (!kevd_deliver_begin(evd, &policy, &upcall, &b.gen))
+	if (!kevd_deliver_begin(evd, &policy, &upcall, &b.gen, &bell))
 		return 0;
 
 	if (policy == KEVD_UPCALL_NOTIFY) {
@@ -468,6 +505,8 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 			evd->postats.upcalls++;
 			upcall.func(upcall.ctx, NULL, true);
 			n = 1;
+		} else {
+			kevd_notify_unring(evd, &bell);
 		}
 		kevd_poller_upcall_end(p, evd);
 		trace_kevd_upcall_batch_end(evd, policy, n);
