@@ -498,8 +498,8 @@ static u32 kevd_take_queued(struct kevd *evd, struct kevd_event *evs, u32 max)
  * and those the pull wrote at @evs older than what it left in the ring,
  * so the order holds.
  */
-static u32 kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
-			     u32 max)
+static u32 __kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
+			       u32 max)
 {
 	u32 got = kevd_take_queued(evd, evs, max);
 	u32 direct;
@@ -518,6 +518,23 @@ static u32 kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
 	return got;
 }
 
+/*
+ * From inside an upcall of @evd, the rest of its batch comes first
+ * (kevd_batch_take()); one load when no upcall of @evd runs.
+ */
+static u32 kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
+			     u32 max)
+{
+	u32 got = 0;
+
+	if (unlikely(atomic_read(&evd->upcalls_running))) {
+		got = kevd_batch_take(evd, evs, max);
+		if (got == max)
+			return got;
+	}
+	return got + __kevd_take_or_pull(evd, evs + got, max - got);
+}
+
 /**
  * kevd_dequeue() - take the oldest event.
  * @evd: the EVD.
@@ -530,6 +547,10 @@ static u32 kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
  * With upcalls disabled, a dequeue in process context that finds the
  * ring empty takes completions from the CQ itself (in CQ order, no poller
  * involved), unless a poller owns the EVD at that moment.
+ *
+ * From inside an upcall of @evd, the events its batch took for the
+ * invocations after the running one come first: they are older than the
+ * ring's, and the batch skips them.
  *
  * Context: any.
  * Return: 0, -EAGAIN when the EVD is empty, -EINVAL for NULL arguments.

@@ -199,8 +199,10 @@ struct kevd_poller;
  * @first: the ring index of the first event (MANY copies: where their
  *	give-back goes, kevd_ring_push_front()).
  * @gen: evd->upcall_gen when the batch began; it stops when that changes.
- * @pos: the event whose invocation runs now.
+ * @pos: the event whose invocation runs now, or the last one that a
+ *	dequeue from inside it took (kevd_batch_take()).
  * @n: events in the batch; lowered when the rest goes back to the EVD.
+ * @taken: of which a dequeue from inside an upcall took this many.
  * @claim: in place (SINGLE_INSTANCE), or NULL...
  * @wcs: ...completions polled for direct delivery, or NULL...
  * @evs: ...or copies (MANY).
@@ -214,6 +216,7 @@ struct kevd_batch {
 	u32 gen;
 	u32 pos;
 	u32 n;
+	u32 taken;
 	struct kevd_claim *claim;
 	struct ib_wc *wcs;
 	struct kevd_event *evs;
@@ -791,6 +794,7 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 void kevd_direct_end(struct kevd *evd, struct kevd_direct *d);
 void kevd_batch_return(struct kevd_batch *b, u32 from);
 void kevd_batch_revoke(struct kevd *evd);
+u32 kevd_batch_take(struct kevd *evd, struct kevd_event *evs, u32 max);
 
 /* dto/arm.c */
 bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs);

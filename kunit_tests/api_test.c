@@ -291,7 +291,11 @@ static void in_place_upcall(void *ctx, const struct kevd_event *ev, bool more)
 		if (!r->grow_rc)
 			r->grow_rc = kevd_resize(r->evd, 200);
 		r->first_after = (unsigned long)ev->software.pointer;
-		/* An event posted now comes after the claim: dequeue gets it. */
+		/*
+		 * An event posted now comes after the claim; a dequeue from
+		 * the upcall gets the claim's next event, which the batch
+		 * then skips.
+		 */
 		r->post_rc = kevd_post_se(r->evd, ptr(100));
 		r->dequeue_rc = kevd_dequeue(r->evd, &out);
 		r->dequeued = (unsigned long)out.software.pointer;
@@ -305,7 +309,8 @@ static void in_place_upcall(void *ctx, const struct kevd_event *ev, bool more)
 
 /*
  * SINGLE_INSTANCE upcalls read their events in place: resize and dequeue
- * from inside an upcall neither lose nor move what the batch holds.
+ * from inside an upcall neither lose nor move what the batch holds, and
+ * the dequeue takes the batch's next event before anything newer.
  */
 static void kevd_api_in_place(struct kunit *test)
 {
@@ -328,16 +333,19 @@ static void kevd_api_in_place(struct kunit *test)
 						 NULL, 0), 0);
 	kevd_test_flush_pollers(test);
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->calls), 6);
-	for (i = 0; i < 6; i++)
-		KUNIT_EXPECT_EQ(test, r->seen[i], i);
+	/* 0, then 2..5 (the upcall dequeued 1), then the posted 100 */
+	KUNIT_EXPECT_EQ(test, r->seen[0], 0UL);
+	for (i = 1; i < 5; i++)
+		KUNIT_EXPECT_EQ(test, r->seen[i], i + 1);
+	KUNIT_EXPECT_EQ(test, r->seen[5], 100UL);
 	KUNIT_EXPECT_EQ(test, r->shrink_rc, -EBUSY);
 	KUNIT_EXPECT_EQ(test, r->grow_rc, 0);
 	KUNIT_EXPECT_EQ(test, r->first_after, 0UL);
 	KUNIT_EXPECT_PTR_EQ(test, r->first_evd, r->evd);
 	KUNIT_EXPECT_EQ(test, r->post_rc, 0);
 	KUNIT_EXPECT_EQ(test, r->dequeue_rc, 0);
-	KUNIT_EXPECT_EQ(test, r->dequeued, 100UL);
-	KUNIT_EXPECT_EQ(test, r->count_inside, 0U);
+	KUNIT_EXPECT_EQ(test, r->dequeued, 1UL);
+	KUNIT_EXPECT_EQ(test, r->count_inside, 1U);
 	KUNIT_EXPECT_GE(test, r->qlen_inside, 200U);
 
 	/* The batch is over: its slots are free again, shrinking works. */

@@ -4200,6 +4200,99 @@ static void kevd_consumer_many_give_back_order(struct kunit *test)
 	kfree(m);
 }
 
+/* --- the upcall drains with dequeue -------------------------------------- */
+
+/**
+ * struct drain_cons - a SINGLE_INSTANCE consumer that drains in its upcall.
+ * @evd: its EVD.
+ * @next: the software pointer, or DTO cookie, expected next (only the
+ *	upcall writes it; read by the test after TEARDOWN).
+ * @total: events seen, by upcall or dequeue.
+ * @dequeued: of which by kevd_dequeue() inside the upcall.
+ * @order_errors: events out of order.
+ */
+struct drain_cons {
+	struct kevd *evd;
+	u64 next;
+	atomic_t total, dequeued, order_errors;
+};
+
+static void drain_seen(struct drain_cons *c, const struct kevd_event *ev)
+{
+	u64 v = ev->event_number == KEVD_SOFTWARE_EVENT ?
+		(unsigned long)ev->software.pointer : ev->dto.cookie;
+
+	if (v != c->next)
+		atomic_inc(&c->order_errors);
+	c->next = v + 1;
+	atomic_inc(&c->total);
+}
+
+/* The DAT consumer's upcall: handle the event, then dequeue the rest. */
+static void drain_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct drain_cons *c = ctx;
+	struct kevd_event e;
+
+	drain_seen(c, ev);
+	while (!kevd_dequeue(c->evd, &e)) {
+		drain_seen(c, &e);
+		atomic_inc(&c->dequeued);
+	}
+}
+
+#define DRAIN_SW	70	/* more than one upcall batch takes */
+#define DRAIN_DTO	32
+
+/*
+ * An upcall that dequeues what follows its event gets the events in
+ * order, each once: first those the poller took for upcalls after it,
+ * then the ring. Software events (a batch read in place) and
+ * completions the poller takes straight from the CQ.
+ */
+static void kevd_consumer_drain_in_upcall(struct kunit *test)
+{
+	struct kevd_upcall up = { drain_upcall, NULL };
+	struct drain_cons *c;
+	struct fake_hca *hca;
+	unsigned long i;
+
+	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	up.ctx = c;
+	c->evd = cons_create(test, 128, KEVD_SOFTWARE_FLAG,
+			     KEVD_UPCALL_DISABLE, NULL, NULL);
+	for (i = 0; i < DRAIN_SW; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(c->evd, (void *)i), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(c->evd,
+						 KEVD_UPCALL_SINGLE_INSTANCE,
+						 &up, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&c->total, DRAIN_SW));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(c->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->order_errors), 0);
+	KUNIT_EXPECT_EQ(test, c->next, (u64)DRAIN_SW);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->total), DRAIN_SW);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->dequeued), DRAIN_SW - 1);
+	KUNIT_EXPECT_EQ(test, kevd_free(c->evd), 0);
+
+	/* completions delivered straight from the CQ */
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	memset(c, 0, sizeof(*c));
+	c->evd = si_evd(test, hca, 64, 64, up);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(kevd_cq(c->evd),
+						    DRAIN_DTO), DRAIN_DTO);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&c->total, DRAIN_DTO));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(c->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->order_errors), 0);
+	KUNIT_EXPECT_EQ(test, c->next, (u64)DRAIN_DTO);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->total), DRAIN_DTO);
+	KUNIT_EXPECT_EQ(test, kevd_free(c->evd), 0);
+	fake_hca_destroy(hca);
+}
+
 static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_seed_pattern,
 			      seed_stream_gen_params, { .speed = KUNIT_SPEED_SLOW }),
@@ -4219,6 +4312,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
 	KUNIT_CASE(kevd_consumer_free_shed_to_blocked_poller),
 	KUNIT_CASE(kevd_consumer_many_give_back_order),
+	KUNIT_CASE(kevd_consumer_drain_in_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
 			 ext_policy_gen_params),
 	KUNIT_CASE(kevd_consumer_giveback_full_ring),

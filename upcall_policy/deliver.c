@@ -241,8 +241,9 @@ static bool kevd_batch_more(const struct kevd_batch *b, u32 i)
 /*
  * The invocations of a batch, specialised per kind (no branch per event):
  * per event, one load of the generation, one store of the position (for
- * an upcall that changes the policy), the upcall. @b->n is read again
- * after each upcall: kevd_batch_revoke() lowers it from inside one.
+ * an upcall that changes the policy or dequeues), the upcall. @b->n and
+ * @b->pos are read again after each upcall: kevd_batch_revoke() lowers
+ * the one, kevd_batch_take() raises the other, from inside one.
  */
 static __always_inline void kevd_batch_loop(struct kevd_batch *b,
 					    const struct kevd_upcall *upcall,
@@ -260,7 +261,7 @@ static __always_inline void kevd_batch_loop(struct kevd_batch *b,
 	struct kevd_event conv;
 	u32 i;
 
-	for (i = 0; i < b->n; i++) {
+	for (i = 0; i < b->n; i = b->pos + 1) {
 		if (unlikely(kevd_upcall_gen_changed(evd, gen))) {
 			kevd_batch_return(b, i);
 			break;
@@ -279,7 +280,7 @@ static __always_inline void kevd_batch_loop(struct kevd_batch *b,
 
 /*
  * Deliver the events of @b, one invocation each, until the batch is done
- * or the policy changed. Returns the number delivered.
+ * or the policy changed. Returns the number of invocations.
  */
 static u32 kevd_batch_run(struct kevd_poller *p, struct kevd_batch *b,
 			  const struct kevd_upcall *upcall)
@@ -296,7 +297,7 @@ static u32 kevd_batch_run(struct kevd_poller *p, struct kevd_batch *b,
 		kevd_batch_loop(b, upcall, KEVD_BATCH_EVS);
 	kevd_poller_upcall_end(p, b->evd);
 	trace_kevd_upcall_batch_end(b->evd, policy, b->n);
-	return b->n;
+	return b->n - b->taken;
 }
 
 /*
@@ -469,6 +470,51 @@ void kevd_batch_revoke(struct kevd *evd)
 
 	if (b)
 		kevd_batch_return(b, b->pos + 1);
+}
+
+/* Event @i of @b, as a dequeue returns it. */
+static void kevd_batch_event(const struct kevd_batch *b, u32 i,
+			     struct kevd_event *ev)
+{
+	if (b->claim) {
+		*ev = b->claim->slots[(b->claim->first + i) & b->claim->mask];
+	} else if (b->wcs) {
+		kevd_wc_to_event(&b->wcs[i], ev);
+		ev->evd = b->evd;
+	} else {
+		*ev = b->evs[i];
+	}
+}
+
+/**
+ * kevd_batch_take() - an upcall's own dequeue takes the rest of its batch.
+ * @evd: the EVD.
+ * @evs: room for @max events.
+ * @max: at most this many.
+ *
+ * The events a batch took for the invocations after the running one are
+ * older than any in the ring (the claim, a MANY pop, a direct poll): a
+ * dequeue from inside that invocation returns them first, in order, and
+ * the batch goes on after them. A raw-flavour poll (wc_func) has no rest.
+ *
+ * Context: any; takes something only inside an upcall of @evd, on its
+ * poller thread.
+ * Return: the number taken.
+ */
+u32 kevd_batch_take(struct kevd *evd, struct kevd_event *evs, u32 max)
+{
+	struct kevd_batch *b = kevd_poller_current_batch(evd);
+	u32 from, k, i;
+
+	if (!b || b->pos + 1 >= b->n)
+		return 0;
+	from = b->pos + 1;
+	k = min(max, b->n - from);
+	for (i = 0; i < k; i++)
+		kevd_batch_event(b, from + i, &evs[i]);
+	b->pos += k;
+	b->taken += k;
+	return k;
 }
 
 /**
