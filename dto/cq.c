@@ -566,6 +566,30 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
 }
 
 /**
+ * kevd_cq_requeue() - queue completions a direct delivery polled after all.
+ * @evd: the EVD; the caller owns it.
+ * @wcs: the completions, in CQ order.
+ * @n: how many.
+ *
+ * For a direct poll that an event entered the ring during
+ * (kevd_deliver_direct()): they go behind it, converted, as a drain
+ * would have put them.
+ *
+ * Context: the owning poller.
+ * Return: how many fit, 0 .. @n; the caller makes room for the rest.
+ */
+u32 kevd_cq_requeue(struct kevd *evd, const struct ib_wc *wcs, u32 n)
+{
+	u32 resv;
+
+	kevd_assert_owner(evd);
+	resv = kevd_ring_reserve(&evd->ring, n);
+	if (resv)
+		kevd_cq_commit(evd, wcs, resv, resv);
+	return resv;
+}
+
+/**
  * kevd_cq_drain_to() - one batch from the CQ, straight to @evs if it may.
  * @evd: the EVD; the caller owns it, and its ring was empty.
  * @wcs: room for @want work completions.

@@ -732,6 +732,7 @@ struct kevd_gate {
 };
 
 int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs);
+u32 kevd_cq_requeue(struct kevd *evd, const struct ib_wc *wcs, u32 n);
 void kevd_cq_gate(struct kevd *evd, struct kevd_gate *gate, struct ib_qp *qp);
 void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate);
 u32 kevd_cq_drop_parked(struct kevd *evd);

@@ -4255,6 +4255,7 @@ static void kevd_consumer_drain_in_upcall(struct kunit *test)
 	struct kevd_upcall up = { drain_upcall, NULL };
 	struct drain_cons *c;
 	struct fake_hca *hca;
+	struct kevd_param p;
 	unsigned long i;
 
 	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
@@ -4289,6 +4290,98 @@ static void kevd_consumer_drain_in_upcall(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, atomic_read(&c->order_errors), 0);
 	KUNIT_EXPECT_EQ(test, c->next, (u64)DRAIN_DTO);
 	KUNIT_EXPECT_EQ(test, atomic_read(&c->total), DRAIN_DTO);
+	/* counted once each, whoever took them */
+	KUNIT_ASSERT_EQ(test, kevd_query(c->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], (u64)DRAIN_DTO);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO],
+			(u64)DRAIN_DTO);
+	KUNIT_EXPECT_EQ(test, kevd_free(c->evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/* --- an event posted while the poller polls ------------------------------ */
+
+#define RACE_SW		1000	/* the software event's tag in seen[] */
+#define RACE_SEEN	4
+
+/**
+ * struct race_cons - what a SINGLE_INSTANCE upcall saw, in order.
+ * @evd: the EVD.
+ * @fired: the poll hook ran (once).
+ * @n: events seen.
+ * @seen: the first RACE_SEEN of them: DTO cookies, and RACE_SW for the
+ *	software event (read by the test after TEARDOWN).
+ */
+struct race_cons {
+	struct kevd *evd;
+	atomic_t fired;
+	atomic_t n;
+	u64 seen[RACE_SEEN];
+};
+
+static void race_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct race_cons *c = ctx;
+	int i = atomic_read(&c->n);
+
+	if (i < RACE_SEEN)
+		c->seen[i] = ev->event_number == KEVD_SOFTWARE_EVENT ?
+			     RACE_SW : ev->dto.cookie;
+	atomic_inc(&c->n);
+}
+
+/*
+ * Inside the poller's first poll: the consumer posts a software event,
+ * then work whose completion (cookie 1) the same poll finds.
+ */
+static void race_poll_hook(struct ib_cq *cq, void *ctx)
+{
+	struct race_cons *c = ctx;
+
+	/* the pass for cookie 0, not an idle pass's check */
+	if (!fake_cq_count(cq) || atomic_xchg(&c->fired, 1))
+		return;
+	kevd_post_se(c->evd, NULL);
+	fake_cq_add_cookie(cq, 1);
+}
+
+/*
+ * A software event posted before work is posted comes before that
+ * work's completion, also when the poller is polling the CQ as the event
+ * is posted and the poll returns the completion: the poller delivers
+ * completions straight from the CQ only while nothing is queued.
+ */
+static void kevd_consumer_post_during_poll(struct kunit *test)
+{
+	struct kevd_upcall up = { race_upcall, NULL };
+	struct race_cons *c;
+	struct fake_hca *hca;
+	struct ib_cq *cq;
+	int i, sw = -1, c1 = -1;
+
+	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	up.ctx = c;
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	c->evd = si_evd(test, hca, 16, 16, up);
+	cq = kevd_cq(c->evd);
+	KUNIT_ASSERT_TRUE(test, cq_wait_armed(cq));	/* idle */
+	fake_cq_set_poll_hook(cq, race_poll_hook, c);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(cq, 0), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&c->n, 3));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(c->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	fake_cq_set_poll_hook(cq, NULL, NULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->n), 3);
+	for (i = 0; i < 3; i++) {
+		if (c->seen[i] == RACE_SW)
+			sw = i;
+		else if (c->seen[i] == 1)
+			c1 = i;
+	}
+	KUNIT_EXPECT_GE(test, sw, 0);
+	KUNIT_EXPECT_GT(test, c1, sw);
 	KUNIT_EXPECT_EQ(test, kevd_free(c->evd), 0);
 	fake_hca_destroy(hca);
 }
@@ -4313,6 +4406,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_free_shed_to_blocked_poller),
 	KUNIT_CASE(kevd_consumer_many_give_back_order),
 	KUNIT_CASE(kevd_consumer_drain_in_upcall),
+	KUNIT_CASE(kevd_consumer_post_during_poll),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
 			 ext_policy_gen_params),
 	KUNIT_CASE(kevd_consumer_giveback_full_ring),

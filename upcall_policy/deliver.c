@@ -154,24 +154,40 @@ static void kevd_deliver_end(struct kevd *evd, int policy)
  * @fresh: they never were in the ring; else @orig was the ring index of
  * the first (kevd_ring_push_front()).
  */
+/*
+ * Producers filled the ring while the owner held @k events it must queue
+ * (a batch's rest, a direct poll): grow it rather than lose them or
+ * deliver them out of order. They may have filled the headroom too: the
+ * new queue length holds all of it, or the resize would refuse (-EBUSY)
+ * for good while nobody dequeues.
+ */
+static void kevd_make_room(struct kevd *evd, u32 k)
+{
+	u32 qlen = min(kevd_ring_qlen(&evd->ring) + evd->ring.headroom + k,
+		       (u32)KEVD_MAX_QLEN);
+
+	if (kevd_ring_resize(&evd->ring, qlen))
+		cond_resched();
+}
+
 static void kevd_push_front(struct kevd *evd, const struct kevd_event *evs,
 			    u32 k, bool fresh, u32 orig)
 {
-	u32 qlen;
+	while (kevd_ring_push_front(&evd->ring, evs, k, fresh, orig))
+		kevd_make_room(evd, k);
+}
 
-	while (kevd_ring_push_front(&evd->ring, evs, k, fresh, orig)) {
-		/*
-		 * Producers filled the ring during the batch: grow it rather
-		 * than lose or deliver events taken from the consumer. They
-		 * may have filled the headroom too: the new queue length
-		 * holds all of it, or the resize would refuse (-EBUSY) for
-		 * good while nobody dequeues.
-		 */
-		qlen = min(kevd_ring_qlen(&evd->ring) + evd->ring.headroom + k,
-			   (u32)KEVD_MAX_QLEN);
-		if (kevd_ring_resize(&evd->ring, qlen))
-			cond_resched();
-	}
+/*
+ * Queue completions a direct poll took behind an event that entered the
+ * ring during the poll, where a drain would have put them.
+ */
+static void kevd_push_back_wcs(struct kevd *evd, const struct ib_wc *wcs,
+			       u32 n)
+{
+	u32 done = 0;
+
+	while ((done += kevd_cq_requeue(evd, wcs + done, n - done)) < n)
+		kevd_make_room(evd, n - done);
 }
 
 /* Polled completions the ring never saw, converted a few at a time. */
@@ -438,6 +454,18 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 	n = kevd_cq_poll(evd, budget, wcs);
 	if (n <= 0)
 		return 0;	/* empty, or held: nothing to go on with */
+	/*
+	 * An event queued during the poll goes first: a software event
+	 * posted before the work whose completion the poll found, or the
+	 * ESTABLISHED queued before a gate this poll passed (as in
+	 * kevd_cq_drain_to()). Then the session ends (the ring is not
+	 * empty) and the pass delivers from the ring.
+	 */
+	smp_rmb();
+	if (unlikely(kevd_ring_count(&evd->ring))) {
+		kevd_push_back_wcs(evd, wcs, n);
+		return n;
+	}
 	b.gen = d->gen;		/* the session's, set when it opened */
 	b.n = n;
 	if (d->upcall.wc_func) {
@@ -447,9 +475,10 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 		done = kevd_batch_run(p, &b, &d->upcall);
 		evd->postats.upcalls += done;
 	}
-	evd->postats.direct += done;
-	if (done > evd->postats.max_direct)
-		evd->postats.max_direct = done;
+	/* delivered: by its upcall, or by a dequeue inside one */
+	evd->postats.direct += b.n;
+	if (b.n > evd->postats.max_direct)
+		evd->postats.max_direct = b.n;
 	/* polled: those not delivered went back to the ring */
 	return n;
 }
