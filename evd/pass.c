@@ -104,6 +104,17 @@ static u32 kevd_pass_work(struct kevd_poller *p, struct kevd *evd,
 			break;
 		work += got + done;
 	}
+	/*
+	 * Connection events held behind the CQ that the unfence above could
+	 * not queue (the ring was full then): the pass has emptied the CQ
+	 * since, or the next will. Queued now, they schedule the EVD, so the
+	 * pass that delivers them follows whatever defer_arm says.
+	 */
+	if (unlikely(READ_ONCE(evd->ring.nfenced)) && work < budget) {
+		got = kevd_cq_unfence(evd, s->wcs, budget - work);
+		*drained += got;
+		work += got;
+	}
 	return work;
 }
 

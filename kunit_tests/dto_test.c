@@ -895,6 +895,117 @@ static void kevd_dto_direct_after_policy_change(struct kunit *test)
 	dto_env_free(test, e);
 }
 
+/* --- a connection event held behind the CQ ------------------------------ */
+
+#define DEFER_ARM_PARAM	"/sys/module/kevd/parameters/defer_arm"
+#define DEFER_ARM_SAVED	"/tmp/kevd_defer_arm"
+#define FENCE_REST	20	/* completions left in the CQ by a full ring */
+
+/* What the upcall of an endpoint's EVD saw: completions, then DISCONNECTED. */
+struct fence_rec {
+	atomic_t dto;
+	atomic_t disc;
+	atomic_t disc_after;	/* completions delivered before it */
+	atomic_t order_errors;
+	u64 next;
+};
+
+static void fence_rec_upcall(void *ctx, const struct kevd_event *ev,
+			     bool more)
+{
+	struct fence_rec *r = ctx;
+
+	if (ev->event_number == KEVD_CONNECTION_EVENT_DISCONNECTED) {
+		atomic_set(&r->disc_after, atomic_read(&r->dto));
+		atomic_inc(&r->disc);
+		return;
+	}
+	if (ev->dto.cookie != r->next)
+		atomic_inc(&r->order_errors);
+	r->next = ev->dto.cookie + 1;
+	atomic_inc(&r->dto);
+}
+
+static void defer_arm_restore(void *unused)
+{
+	kevd_test_sh("cat " DEFER_ARM_SAVED " > " DEFER_ARM_PARAM);
+}
+
+/*
+ * With defer_arm=0 (each pass that ends idle arms at once), a
+ * DISCONNECTED held behind a CQ that a full ring backs up is delivered
+ * once upcalls have made room and the CQ is empty: the pass that empties
+ * the CQ queues it. (Before, only a pass's start did: the EVD armed and
+ * slept with the event held, until some other activity.)
+ */
+static void kevd_dto_fence_without_defer(struct kunit *test)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+	};
+	struct fence_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	unsigned long end = jiffies + KEVD_TEST_WAIT;
+	struct kevd_attr attr;
+	struct fake_hca *hca;
+	struct kevd_param p;
+	struct kevd *evd;
+	struct ib_cq *cq;
+	bool came;
+	u32 qlen;
+	int ret;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	KUNIT_ASSERT_EQ(test, kevd_test_sh("cat " DEFER_ARM_PARAM " > "
+					   DEFER_ARM_SAVED), 0);
+	ret = kunit_add_action_or_reset(test, defer_arm_restore, NULL);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	KUNIT_ASSERT_EQ(test, kevd_test_sh("echo 0 > " DEFER_ARM_PARAM), 0);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 8;
+	attr.cq_depth = 64;
+	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.upcall.func = fence_rec_upcall;
+	attr.upcall.ctx = r;
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.cpu = 0;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	cq = kevd_cq(evd);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	qlen = p.qlen;
+
+	/* a full ring, the rest in the CQ, the poller gone idle */
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, qlen + FENCE_REST),
+			qlen + FENCE_REST);
+	while (!kevd_query(evd, &p) && p.count < qlen) {
+		KUNIT_ASSERT_FALSE(test, time_after(jiffies, end));
+		schedule_timeout_uninterruptible(1);
+	}
+	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
+	KUNIT_EXPECT_EQ(test, fake_cq_count(cq), (u32)FENCE_REST);
+	/* held; the pass it schedules cannot queue it (no room) */
+	KUNIT_ASSERT_EQ(test, kevd_post_event(evd, &disc), 0);
+	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
+	/* one pass: the ring's events, the CQ's straight to the upcall */
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd,
+						 KEVD_UPCALL_SINGLE_INSTANCE,
+						 NULL, KEVD_UPCALL_INVOC_ANY),
+			0);
+	came = kevd_test_wait_count_for(&r->disc, 1, msecs_to_jiffies(10000));
+	KUNIT_EXPECT_TRUE(test, came);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->dto), (int)qlen + FENCE_REST);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->disc_after),
+			(int)qlen + FENCE_REST);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->order_errors), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- notifications, backpressure, overrun, teardown ------------------- */
 
 static void kevd_dto_empty_and_spurious(struct kunit *test)
@@ -1882,6 +1993,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_free_with_qp),
 	KUNIT_CASE(kevd_dto_post_ib_event),
 	KUNIT_CASE(kevd_dto_gate_holds_qp),
+	KUNIT_CASE(kevd_dto_fence_without_defer),
 	KUNIT_CASE(kevd_dto_flush_from_upcall),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
 	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_case_gen_params,
