@@ -939,7 +939,7 @@ static u32 kevd_wait_fast(struct kevd *evd, u32 threshold,
 	return kevd_take(evd, evs, n);
 }
 
-static int kevd_wait_begin(struct kevd *evd, u32 threshold)
+static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps)
 {
 	unsigned long flags;
 	int ret = 0;
@@ -955,6 +955,12 @@ static int kevd_wait_begin(struct kevd *evd, u32 threshold)
 		ret = -EBUSY;
 	else if (evd->state & KEVD_STATE_UNWAITABLE)
 		ret = -ECANCELED;
+	/*
+	 * From an upcall of @evd the caller is the poller that owns it: it
+	 * would sleep on the thread that must move its completions.
+	 */
+	else if (sleeps && kevd_current_in_upcall(evd))
+		ret = -EDEADLK;
 	if (!ret) {
 		WRITE_ONCE(evd->waiter, current);
 		evd->wait_threshold = threshold;
@@ -1003,11 +1009,13 @@ static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
  * With @threshold 1 that take is kevd_dequeue_batch()'s: what the ring
  * holds, topped up from the CQ up to @n.
  *
- * Context: process context; sleeps.
+ * Context: process context; sleeps, but not from an upcall of @evd
+ * (which may disable upcalls and then wait with a timeout of 0 only).
  * Return: the number of events taken, 1 .. @n; -ETIMEDOUT, -ERESTARTSYS
  * on a signal, -EBUSY if another thread waits, -EINVAL for bad arguments,
  * enabled upcalls or an EVD that another thread is freeing, -ECANCELED
- * when the EVD is or becomes unwaitable.
+ * when the EVD is or becomes unwaitable, -EDEADLK for a wait that would
+ * sleep inside an upcall of @evd.
  */
 int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 		    struct kevd_event *evs, u32 n, u32 *nmore)
@@ -1034,7 +1042,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 			return got;
 		}
 	}
-	ret = kevd_wait_begin(evd, threshold);
+	ret = kevd_wait_begin(evd, threshold, timeout_us != 0);
 	if (ret) {
 		trace_kevd_wait_end(evd, ret, 0);
 		return ret;
@@ -1098,11 +1106,13 @@ EXPORT_SYMBOL_GPL(kevd_wait_batch);
  * The remaining timeout shrinks across wake-ups. Every exit path leaves
  * the EVD un-waited.
  *
- * Context: process context; sleeps.
+ * Context: process context; sleeps, but not from an upcall of @evd
+ * (which may disable upcalls and then wait with a timeout of 0 only).
  * Return: 0 with an event, -ETIMEDOUT, -ERESTARTSYS on a signal, -EBUSY
  * if another thread waits, -EINVAL for bad arguments, enabled upcalls or
  * an EVD that another thread is freeing, -ECANCELED when the EVD is or
- * becomes unwaitable.
+ * becomes unwaitable, -EDEADLK for a wait that would sleep inside an
+ * upcall of @evd.
  */
 int kevd_wait(struct kevd *evd, u32 timeout_us, u32 threshold,
 	      struct kevd_event *ev, u32 *nmore)

@@ -4386,6 +4386,69 @@ static void kevd_consumer_post_during_poll(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* --- a wait inside the upcall ------------------------------------------- */
+
+/**
+ * struct upwait_cons - an upcall that disables upcalls, then waits.
+ * @evd: its EVD.
+ * @calls: upcalls.
+ * @rc: what kevd_wait() with a timeout returned (read by the test after
+ *	@calls).
+ * @rc0: and kevd_wait() with none.
+ */
+struct upwait_cons {
+	struct kevd *evd;
+	atomic_t calls;
+	int rc, rc0;
+};
+
+static void upwait_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct upwait_cons *c = ctx;
+	struct kevd_event e;
+	u32 nmore;
+
+	kevd_modify_upcall(c->evd, KEVD_UPCALL_DISABLE, NULL,
+			   KEVD_UPCALL_INVOC_ANY);
+	/* work completes: this thread would have to poll it */
+	fake_cq_add_cookie(kevd_cq(c->evd), 7);
+	c->rc = kevd_wait(c->evd, USEC_PER_SEC, 1, &e, &nmore);
+	c->rc0 = kevd_wait(c->evd, 0, 1, &e, &nmore);
+	atomic_inc(&c->calls);
+}
+
+/*
+ * kevd_wait() from inside an upcall of its EVD would sleep on the poller
+ * that owns the EVD, so no completion could reach it: it fails at once
+ * with -EDEADLK (a timeout of 0 only looks). The completion stays for
+ * the consumer's next call outside the upcall.
+ */
+static void kevd_consumer_wait_inside_upcall(struct kunit *test)
+{
+	struct kevd_upcall up = { upwait_upcall, NULL };
+	struct upwait_cons *c;
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	u32 nmore;
+
+	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	up.ctx = c;
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	c->evd = si_evd(test, hca, 16, 16, up);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(c->evd, NULL), 0);
+	KUNIT_ASSERT_TRUE(test, kevd_test_wait_count(&c->calls, 1));
+	KUNIT_EXPECT_EQ(test, c->rc, -EDEADLK);
+	KUNIT_EXPECT_EQ(test, c->rc0, -ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, kevd_wait(c->evd, 60 * USEC_PER_SEC, 1, &ev,
+					&nmore), 0);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 7ULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->calls), 1);
+	KUNIT_EXPECT_EQ(test, kevd_free(c->evd), 0);
+	fake_hca_destroy(hca);
+}
+
 static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_seed_pattern,
 			      seed_stream_gen_params, { .speed = KUNIT_SPEED_SLOW }),
@@ -4407,6 +4470,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_many_give_back_order),
 	KUNIT_CASE(kevd_consumer_drain_in_upcall),
 	KUNIT_CASE(kevd_consumer_post_during_poll),
+	KUNIT_CASE(kevd_consumer_wait_inside_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
 			 ext_policy_gen_params),
 	KUNIT_CASE(kevd_consumer_giveback_full_ring),
