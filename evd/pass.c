@@ -56,7 +56,7 @@ static bool kevd_pass_hand_back(struct kevd *evd, u32 work)
 {
 	if (!work || !evd->postats.pulls ||
 	    kevd_upcalls_enabled(READ_ONCE(evd->policy)) ||
-	    evd->cq->cqe < kevd_ring_qlen(&evd->ring) ||
+	    READ_ONCE(evd->cq->cqe) < kevd_ring_qlen(&evd->ring) ||
 	    !kevd_pull_unarmed_ok(evd, false))
 		return false;
 	evd->empty_passes = 0;

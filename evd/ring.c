@@ -76,7 +76,8 @@ int kevd_ring_qlen_for(const struct kevd_ring *ring, u32 qlen, u32 *actual)
  */
 size_t kevd_ring_bytes(const struct kevd_ring *ring)
 {
-	return (size_t)kevd_ring_size(ring) * sizeof(*ring->slots);
+	/* unlocked (kevd_query()): may race a resize, as kevd_ring_qlen() */
+	return ((size_t)READ_ONCE(ring->mask) + 1) * sizeof(*ring->slots);
 }
 
 static int kevd_ring_slots(u32 qlen, u32 headroom, u32 *size)
