@@ -596,6 +596,11 @@ EXPORT_SYMBOL_GPL(kevd_dequeue_batch);
  * @evd: an EVD with %KEVD_SOFTWARE_FLAG.
  * @pointer: the event's pointer.
  *
+ * The queue is full when its queue length of events are queued or being
+ * delivered: the events a SINGLE_INSTANCE upcall batch is delivering
+ * keep their slots until the batch ends, though kevd_query() no longer
+ * counts them.
+ *
  * Context: any, hard IRQ included.
  * Return: 0, -EINVAL for a NULL @evd or an EVD without the software
  * stream, -ENOSPC when the queue is full (nothing is queued and no

@@ -456,7 +456,8 @@ struct kevd_stats {
 /**
  * struct kevd_param - what kevd_query() reports.
  * @qlen: actual queue length.
- * @count: events queued now.
+ * @count: events queued now (not those an upcall batch is delivering,
+ *	which keep their slots until it ends: kevd_post_se()).
  * @upcall_policy: current policy.
  * @upcall_flag: current upcall flag.
  * @upcall: current upcall object.
