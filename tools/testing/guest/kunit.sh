@@ -45,14 +45,18 @@ kunit_pass() {
 
 # kevd_mode=suites:kunitglob (development): only the KUnit tests that
 # kevd_kunit_glob (<suite>.<test>, kevd-test's KEVD_KUNIT_GLOB) names,
-# with the SMP kernel's defaults. (No attribute filter with a test glob:
-# 6.12's KUnit faults on the two together.)
+# with the SMP kernel's defaults; several globs, comma-separated, run
+# one after the other (KUnit takes one). (No attribute filter with a
+# test glob: 6.12's KUnit faults on the two together.)
 kunitglob_suite() {
 	kp=/sys/module/kunit/parameters
-	printf %s "${kevd_kunit_glob:-*}" >$kp/filter_glob ||
-		echo "KEVD-HARNESS: error: cannot set KUnit's filter"
-	$MP kevd default_policy=disable poll_budget=64 ||
-		echo "KEVD-HARNESS: error: modprobe kevd failed"
-	$MP kevd_test || echo "KEVD-HARNESS: error: modprobe kevd_test failed"
-	unload_all
+	for g in $(echo "${kevd_kunit_glob:-*}" | tr , ' '); do
+		printf %s "$g" >$kp/filter_glob ||
+			echo "KEVD-HARNESS: error: cannot set KUnit's filter"
+		$MP kevd default_policy=disable poll_budget=64 ||
+			echo "KEVD-HARNESS: error: modprobe kevd failed"
+		$MP kevd_test ||
+			echo "KEVD-HARNESS: error: modprobe kevd_test failed"
+		unload_all
+	done
 }
