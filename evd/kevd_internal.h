@@ -795,12 +795,12 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 void kevd_direct_end(struct kevd *evd, struct kevd_direct *d);
 void kevd_batch_return(struct kevd_batch *b, u32 from);
 void kevd_batch_revoke(struct kevd *evd);
-u32 kevd_batch_take(struct kevd *evd, struct kevd_event *evs, u32 max);
 
 /* dto/arm.c */
 bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs);
 
 /* dto/pull.c */
+u32 kevd_batch_take(struct kevd *evd, struct kevd_event *evs, u32 max);
 bool kevd_pull(struct kevd *evd);
 bool kevd_pull_into(struct kevd *evd, struct kevd_event *evs, u32 room,
 		    u32 *got);

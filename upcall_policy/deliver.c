@@ -501,51 +501,6 @@ void kevd_batch_revoke(struct kevd *evd)
 		kevd_batch_return(b, b->pos + 1);
 }
 
-/* Event @i of @b, as a dequeue returns it. */
-static void kevd_batch_event(const struct kevd_batch *b, u32 i,
-			     struct kevd_event *ev)
-{
-	if (b->claim) {
-		*ev = b->claim->slots[(b->claim->first + i) & b->claim->mask];
-	} else if (b->wcs) {
-		kevd_wc_to_event(&b->wcs[i], ev);
-		ev->evd = b->evd;
-	} else {
-		*ev = b->evs[i];
-	}
-}
-
-/**
- * kevd_batch_take() - an upcall's own dequeue takes the rest of its batch.
- * @evd: the EVD.
- * @evs: room for @max events.
- * @max: at most this many.
- *
- * The events a batch took for the invocations after the running one are
- * older than any in the ring (the claim, a MANY pop, a direct poll): a
- * dequeue from inside that invocation returns them first, in order, and
- * the batch goes on after them. A raw-flavour poll (wc_func) has no rest.
- *
- * Context: any; takes something only inside an upcall of @evd, on its
- * poller thread.
- * Return: the number taken.
- */
-u32 kevd_batch_take(struct kevd *evd, struct kevd_event *evs, u32 max)
-{
-	struct kevd_batch *b = kevd_poller_current_batch(evd);
-	u32 from, k, i;
-
-	if (!b || b->pos + 1 >= b->n)
-		return 0;
-	from = b->pos + 1;
-	k = min(max, b->n - from);
-	for (i = 0; i < k; i++)
-		kevd_batch_event(b, from + i, &evs[i]);
-	b->pos += k;
-	b->taken += k;
-	return k;
-}
-
 /**
  * kevd_deliver() - deliver one batch of upcalls, as the policy says.
  * @evd: the EVD; the caller (@p) owns it.
