@@ -898,7 +898,7 @@ static void kevd_dto_direct_after_policy_change(struct kunit *test)
 /* --- a connection event held behind the CQ ------------------------------ */
 
 #define DEFER_ARM_PARAM	"/sys/module/kevd/parameters/defer_arm"
-#define DEFER_ARM_SAVED	"/tmp/kevd_defer_arm"
+#define DEFER_ARM_SAVED	"/dev/kevd-defer-arm"	/* writable on both kernels */
 #define FENCE_REST	20	/* completions left in the CQ by a full ring */
 
 /* What the upcall of an endpoint's EVD saw: completions, then DISCONNECTED. */
