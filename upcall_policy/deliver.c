@@ -422,7 +422,8 @@ void kevd_direct_end(struct kevd *evd, struct kevd_direct *d)
  * only the owner takes completions from the CQ and only it delivers, and
  * it delivers nothing from the ring until the session is done; an event
  * posted meanwhile ends the session and queues behind what it delivered,
- * as it would behind a drain. The
+ * as it would behind a drain, and one that entered the ring during the
+ * poll goes ahead of what the poll found (kevd_cq_requeue()). The
  * first call of a pass opens the session under evd->lock (the policy
  * snapshot, counted in upcalls_running, so TEARDOWN and free wait for it
  * like for any batch); later calls check without the lock that nothing
