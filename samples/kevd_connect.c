@@ -212,8 +212,18 @@ static int kc_wait(struct kevd *evd, struct kevd_event *ev, bool skip_dto)
 static int kc_expect(struct kc_dev *d, struct kevd *evd, u32 number,
 		     struct kevd_event *ev, const char *what)
 {
-	int ret = kc_wait(evd, ev, true);
+	int ret;
 
+	/*
+	 * A connection comes up with ESTABLISHED (or is refused), never
+	 * DISCONNECTED: one before ESTABLISHED is the last connection's,
+	 * held behind that connection's flushes until after
+	 * kc_connection_end() looked (as kc_no_listener() passes it over).
+	 */
+	do {
+		ret = kc_wait(evd, ev, true);
+	} while (!ret && number == KEVD_CONNECTION_EVENT_ESTABLISHED &&
+		 ev->event_number == KEVD_CONNECTION_EVENT_DISCONNECTED);
 	if (!ret && ev->event_number == number)
 		return 0;
 	pr_err("kevd-e2e-cm: %s: %s: got %d, event %#x\n", d->name, what, ret,
