@@ -903,11 +903,9 @@ static void kevd_dto_direct_after_policy_change(struct kunit *test)
 
 /* What the upcall of an endpoint's EVD saw: completions, then DISCONNECTED. */
 struct fence_rec {
-	atomic_t dto;
+	struct dto_rec dto;	/* the completions, checked by dto_upcall() */
 	atomic_t disc;
 	atomic_t disc_after;	/* completions delivered before it */
-	atomic_t order_errors;
-	u64 next;
 };
 
 static void fence_rec_upcall(void *ctx, const struct kevd_event *ev,
@@ -916,14 +914,11 @@ static void fence_rec_upcall(void *ctx, const struct kevd_event *ev,
 	struct fence_rec *r = ctx;
 
 	if (ev->event_number == KEVD_CONNECTION_EVENT_DISCONNECTED) {
-		atomic_set(&r->disc_after, atomic_read(&r->dto));
+		atomic_set(&r->disc_after, atomic_read(&r->dto.delivered));
 		atomic_inc(&r->disc);
 		return;
 	}
-	if (ev->dto.cookie != r->next)
-		atomic_inc(&r->order_errors);
-	r->next = ev->dto.cookie + 1;
-	atomic_inc(&r->dto);
+	dto_upcall(&r->dto, ev, more);
 }
 
 static void defer_arm_restore(void *unused)
@@ -998,10 +993,12 @@ static void kevd_dto_fence_without_defer(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, came);
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
 						 NULL, 0), 0);
-	KUNIT_EXPECT_EQ(test, atomic_read(&r->dto), (int)qlen + FENCE_REST);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->dto.delivered),
+			(int)qlen + FENCE_REST);
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->disc_after),
 			(int)qlen + FENCE_REST);
-	KUNIT_EXPECT_EQ(test, atomic_read(&r->order_errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->dto.order_errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->dto.bad), 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 	fake_hca_destroy(hca);
 }
