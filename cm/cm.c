@@ -295,6 +295,19 @@ static void kevd_cm_flush_qp(struct kevd_cm *cm, struct ib_qp *qp,
 		kevd_cq_flush_qp(rcq, qp, in_error);
 }
 
+/*
+ * The QP of @cm's id, if it has one, goes: its completions into their
+ * EVDs first (@in_error: kevd_cm_qp_error() moved it to error). For an id
+ * no handler of the consumer's runs on: a dying binding, or a request.
+ */
+static void kevd_cm_destroy_qp(struct kevd_cm *cm, bool in_error)
+{
+	if (!cm->id->qp)
+		return;
+	kevd_cm_flush_qp(cm, cm->id->qp, in_error);
+	rdma_destroy_qp(cm->id);
+}
+
 /* Reject and destroy a request the caller took. Not from its handler. */
 static void kevd_cr_end(struct kevd_cm *req, const void *pdata, u8 len)
 {
@@ -307,10 +320,7 @@ static void kevd_cr_end(struct kevd_cm *req, const void *pdata, u8 len)
 	rdma_unlock_handler(req->id);
 	if (ret)
 		pr_debug("kevd: rdma_reject: %d\n", ret);
-	if (req->id->qp) {	/* made on kevd_cr_id() by the consumer */
-		kevd_cm_flush_qp(req, req->id->qp, in_error);
-		rdma_destroy_qp(req->id);
-	}
+	kevd_cm_destroy_qp(req, in_error);	/* made on kevd_cr_id() */
 	rdma_destroy_id(req->id);
 	kevd_cm_release(req);
 }
@@ -524,13 +534,15 @@ static int kevd_cm_removal(struct kevd_cm *cm, struct rdma_cm_id *id,
 	if (cm->request) {
 		/*
 		 * Still pending: rdma_cm ends it, with the QP the consumer
-		 * may have made on kevd_cr_id(). Claimed (an accept or reject
-		 * runs): the claimer ends it, as rdma_accept() now fails.
+		 * may have made on kevd_cr_id(); the receives it posted there
+		 * come back flushed, as from kevd_cr_reject(). Claimed (an
+		 * accept or reject runs): the claimer ends it, as
+		 * rdma_accept() now fails. rdma_cm holds the id's handler
+		 * mutex, which kevd_cm_qp_error() wants.
 		 */
 		if (!kevd_cr_claim((void *)(unsigned long)READ_ONCE(cm->handle)))
 			return 0;
-		if (id->qp)
-			rdma_destroy_qp(id);
+		kevd_cm_destroy_qp(cm, kevd_cm_qp_error(id));
 		kevd_cm_release(cm);
 		return -ENODEV;
 	}
@@ -685,10 +697,7 @@ void kevd_cm_destroy_id(struct rdma_cm_id *id)
 	in_error = kevd_cm_qp_error(id);
 	rdma_unlock_handler(id);
 	/* no handler of the consumer's runs now: the QP stays as it is */
-	if (id->qp) {
-		kevd_cm_flush_qp(cm, id->qp, in_error);
-		rdma_destroy_qp(id);
-	}
+	kevd_cm_destroy_qp(cm, in_error);
 	rdma_destroy_id(id);
 	kevd_cm_end_requests(cm);
 	kevd_cm_release(cm);

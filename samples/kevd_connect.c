@@ -48,8 +48,9 @@
  *
  * With until_removed=<seconds>, per device it only establishes one
  * connection, exchanges the sends, posts KC_HELD receives on each side,
- * leaves a second request pending with a QP made on kevd_cr_id() (the
- * removal must end it, and kevd destroy that QP) and prints
+ * leaves a second request pending with a QP made on kevd_cr_id() and
+ * KC_HELD receives posted on it (the removal must end it, and kevd flush
+ * those receives to the EVD and destroy that QP) and prints
  * "kevd-e2e-cm-removal device=<dev> running"; then it waits on the async
  * EVD for the device's removal: rdma_cm's DEVICE_REMOVAL,
  * which kevd posts there as IA_CATASTROPHIC. It tears down in the
@@ -693,15 +694,16 @@ static int kc_flushed(struct kc_dev *d, struct kevd *evd, u64 cookie, u32 n)
 
 /*
  * A request to the listener left pending, with the QP its accepter made
- * on kevd_cr_id() completing into @evd (*@cr: its handle; @b: the
- * requester, whose QP completes into the requester's EVD).
+ * on kevd_cr_id() completing into @evd and KC_HELD receives posted on it
+ * (*@cr: its handle; @b: the requester, whose QP completes into the
+ * requester's EVD).
  */
 static noinline_for_stack int kc_pend(struct kc_dev *d, struct kc_active *b,
 				      struct kevd *evd, void **cr)
 {
 	struct ib_qp_init_attr qp_attr;
 	struct rdma_cm_id *id;
-	int ret;
+	int i, ret;
 
 	ret = kc_connect(d, b, d->a_evd, port, 7, NULL);
 	*cr = ret ? NULL : kc_request(d, 7);
@@ -713,13 +715,18 @@ static noinline_for_stack int kc_pend(struct kc_dev *d, struct kc_active *b,
 	qp_attr = b->qp_attr;
 	qp_attr.send_cq = kevd_cq(evd);
 	qp_attr.recv_cq = kevd_cq(evd);
-	return rdma_create_qp(id, d->pd, &qp_attr);
+	ret = rdma_create_qp(id, d->pd, &qp_attr);
+	/* receives posted before the accept, as a DAT endpoint has them */
+	for (i = 0; i < KC_HELD && !ret; i++)
+		ret = kc_post(d, id->qp, false, 500 + i, i);
+	return ret;
 }
 
 /*
  * With @removed, rdma_cm's DEVICE_REMOVAL must end the pending request
- * (its handle goes stale) and kevd destroy its QP: @evd can be freed
- * then. Either way, the request and its requester end here.
+ * (its handle goes stale), and kevd flush its QP's receives to @evd and
+ * destroy the QP: @evd can be freed then. Either way, the request and
+ * its requester end here.
  */
 static noinline_for_stack int kc_pend_end(struct kc_dev *d,
 					  struct kc_active *b,
@@ -740,6 +747,9 @@ static noinline_for_stack int kc_pend_end(struct kc_dev *d,
 		}
 		kevd_cr_reject(cr, NULL, 0);
 	}
+	/* kevd ended the request: its QP's receives came back flushed */
+	if (removed && !ret)
+		ret = kc_flushed(d, evd, 500, KC_HELD);
 	kc_active_end(b);
 	if (IS_ERR_OR_NULL(evd))
 		return ret;
