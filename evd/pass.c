@@ -64,6 +64,26 @@ static bool kevd_pass_hand_back(struct kevd *evd, u32 work)
 }
 
 /*
+ * The pass's delivery found nothing more: connection events held behind
+ * the CQ that the unfence at its start could not queue (the ring was full
+ * then) go now, the pass having emptied the CQ since. What this moves
+ * into the ring, and the events it queues, the pass delivers: true if it
+ * moved or queued anything. One load when nothing is held.
+ */
+static bool kevd_pass_unfence(struct kevd *evd, struct kevd_scratch *s,
+			      u32 budget, u32 *work, u32 *drained)
+{
+	u32 held = READ_ONCE(evd->ring.nfenced), got;
+
+	if (likely(!held) || *work >= budget)
+		return false;
+	got = kevd_cq_unfence(evd, s->wcs, budget - *work);
+	*drained += got;
+	*work += got;
+	return got || READ_ONCE(evd->ring.nfenced) != held;
+}
+
+/*
  * Move completions and deliver, within @budget. Returns the work done,
  * or U32_MAX when the EVD was handed to another poller (MANY).
  */
@@ -88,7 +108,9 @@ static u32 kevd_pass_work(struct kevd_poller *p, struct kevd *evd,
 				/* the ring was empty: so was the CQ, or go on */
 				*drained += direct;
 				work += direct;
-				if (!direct)
+				if (!direct &&
+				    !kevd_pass_unfence(evd, s, budget, &work,
+						       drained))
 					break;
 				continue;
 			}
@@ -100,20 +122,10 @@ static u32 kevd_pass_work(struct kevd_poller *p, struct kevd *evd,
 		done = kevd_deliver(evd, p, s->evs, budget - work, &handed_off);
 		if (handed_off)
 			return U32_MAX;
-		if (!got && !done)
-			break;
 		work += got + done;
-	}
-	/*
-	 * Connection events held behind the CQ that the unfence above could
-	 * not queue (the ring was full then): the pass has emptied the CQ
-	 * since, or the next will. Queued now, they schedule the EVD, so the
-	 * pass that delivers them follows whatever defer_arm says.
-	 */
-	if (unlikely(READ_ONCE(evd->ring.nfenced)) && work < budget) {
-		got = kevd_cq_unfence(evd, s->wcs, budget - work);
-		*drained += got;
-		work += got;
+		if (!got && !done &&
+		    !kevd_pass_unfence(evd, s, budget, &work, drained))
+			break;
 	}
 	return work;
 }

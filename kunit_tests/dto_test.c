@@ -927,18 +927,44 @@ static void defer_arm_restore(void *unused)
 }
 
 /*
+ * A poll hook that, once a poll has found the CQ empty, adds @burst
+ * completions at the start of the next poll: after the pass's last
+ * delivery, the completions its closing unfence moves.
+ */
+struct fence_late {
+	u32 burst;
+	int stage;	/* 0: not empty yet, 1: armed, 2: added */
+};
+
+static void fence_late_hook(struct ib_cq *cq, void *ctx)
+{
+	struct fence_late *l = ctx;
+
+	if (l->stage == 1) {
+		fake_cq_add_seq_burst(cq, l->burst);
+		l->stage = 2;
+	} else if (!l->stage && !fake_cq_count(cq)) {
+		l->stage = 1;
+	}
+}
+
+/*
  * With defer_arm=0 (each pass that ends idle arms at once), a
  * DISCONNECTED held behind a CQ that a full ring backs up is delivered
  * once upcalls have made room and the CQ is empty: the pass that empties
  * the CQ queues it. (Before, only a pass's start did: the EVD armed and
- * slept with the event held, until some other activity.)
+ * slept with the event held, until some other activity.) With @late,
+ * more than a ring's worth of completions lands after the pass's last
+ * direct poll: the unfence that closes the pass moves a ring's worth,
+ * and the pass must deliver them, not stop with the CQ unarmed.
  */
-static void kevd_dto_fence_without_defer(struct kunit *test)
+static void fence_held_run(struct kunit *test, u32 late)
 {
 	struct kevd_event disc = {
 		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
 	};
 	struct fence_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct fence_late *l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
 	unsigned long end = jiffies + KEVD_TEST_WAIT;
 	struct kevd_attr attr;
 	struct fake_hca *hca;
@@ -950,6 +976,7 @@ static void kevd_dto_fence_without_defer(struct kunit *test)
 	int ret;
 
 	KUNIT_ASSERT_NOT_NULL(test, r);
+	KUNIT_ASSERT_NOT_NULL(test, l);
 	KUNIT_ASSERT_EQ(test, kevd_test_sh("cat " DEFER_ARM_PARAM " > "
 					   DEFER_ARM_SAVED), 0);
 	ret = kunit_add_action_or_reset(test, defer_arm_restore, NULL);
@@ -971,6 +998,7 @@ static void kevd_dto_fence_without_defer(struct kunit *test)
 	cq = kevd_cq(evd);
 	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
 	qlen = p.qlen;
+	l->burst = late ? qlen + late : 0;
 
 	/* a full ring, the rest in the CQ, the poller gone idle */
 	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, qlen + FENCE_REST),
@@ -984,6 +1012,8 @@ static void kevd_dto_fence_without_defer(struct kunit *test)
 	/* held; the pass it schedules cannot queue it (no room) */
 	KUNIT_ASSERT_EQ(test, kevd_post_event(evd, &disc), 0);
 	KUNIT_ASSERT_TRUE(test, dto_wait_let_go(evd));
+	if (late)	/* nothing polls the CQ now */
+		fake_cq_set_poll_hook(cq, fence_late_hook, l);
 	/* one pass: the ring's events, the CQ's straight to the upcall */
 	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd,
 						 KEVD_UPCALL_SINGLE_INSTANCE,
@@ -993,14 +1023,26 @@ static void kevd_dto_fence_without_defer(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, came);
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
 						 NULL, 0), 0);
+	fake_cq_set_poll_hook(cq, NULL, NULL);
+	KUNIT_EXPECT_EQ(test, l->stage, late ? 2 : 0);
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->dto.delivered),
-			(int)qlen + FENCE_REST);
+			(int)(qlen + FENCE_REST + l->burst));
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->disc_after),
-			(int)qlen + FENCE_REST);
+			(int)(qlen + FENCE_REST + l->burst));
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->dto.order_errors), 0);
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->dto.bad), 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 	fake_hca_destroy(hca);
+}
+
+static void kevd_dto_fence_without_defer(struct kunit *test)
+{
+	fence_held_run(test, 0);
+}
+
+static void kevd_dto_fence_late_completions(struct kunit *test)
+{
+	fence_held_run(test, 1);
 }
 
 /* --- notifications, backpressure, overrun, teardown ------------------- */
@@ -1991,6 +2033,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_post_ib_event),
 	KUNIT_CASE(kevd_dto_gate_holds_qp),
 	KUNIT_CASE(kevd_dto_fence_without_defer),
+	KUNIT_CASE(kevd_dto_fence_late_completions),
 	KUNIT_CASE(kevd_dto_flush_from_upcall),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
 	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_case_gen_params,
