@@ -415,6 +415,21 @@ static void kevd_batch_event(const struct kevd_batch *b, u32 i,
 }
 
 /**
+ * kevd_batch_rest() - how many events kevd_batch_take() would return.
+ * @evd: the EVD.
+ *
+ * Context: any; non-zero only inside an upcall of @evd, on its poller
+ * thread.
+ * Return: the events of the running upcall's batch after its own.
+ */
+u32 kevd_batch_rest(struct kevd *evd)
+{
+	struct kevd_batch *b = kevd_poller_current_batch(evd);
+
+	return b && b->pos + 1 < b->n ? b->n - b->pos - 1 : 0;
+}
+
+/**
  * kevd_batch_take() - an upcall's own dequeue takes the rest of its batch.
  * @evd: the EVD.
  * @evs: room for @max events.

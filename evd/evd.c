@@ -519,20 +519,46 @@ static u32 __kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
 }
 
 /*
- * From inside an upcall of @evd, the rest of its batch comes first
- * (kevd_batch_take()); one load when no upcall of @evd runs.
+ * From inside an upcall of @evd, the rest of its batch, which comes
+ * before the ring (kevd_batch_take()); one load when no upcall of @evd
+ * runs.
  */
+static u32 kevd_take_rest(struct kevd *evd, struct kevd_event *evs, u32 max)
+{
+	if (likely(!atomic_read(&evd->upcalls_running)))
+		return 0;
+	return kevd_batch_take(evd, evs, max);
+}
+
 static u32 kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
 			     u32 max)
 {
-	u32 got = 0;
+	u32 got = kevd_take_rest(evd, evs, max);
 
-	if (unlikely(atomic_read(&evd->upcalls_running))) {
-		got = kevd_batch_take(evd, evs, max);
-		if (got == max)
-			return got;
-	}
+	if (got == max)
+		return got;
 	return got + __kevd_take_or_pull(evd, evs + got, max - got);
+}
+
+/* kevd_take(), a running upcall's rest first. */
+static u32 kevd_take_batch_first(struct kevd *evd, struct kevd_event *evs,
+				 u32 max)
+{
+	u32 got = kevd_take_rest(evd, evs, max);
+
+	if (got == max)
+		return got;
+	return got + kevd_take(evd, evs + got, max - got);
+}
+
+/* The events a take here would see: the ring's, and a batch's rest. */
+static u32 kevd_take_count(struct kevd *evd)
+{
+	u32 n = kevd_ring_count(&evd->ring);
+
+	if (unlikely(atomic_read(&evd->upcalls_running)))
+		n += kevd_batch_rest(evd);
+	return n;
 }
 
 /**
@@ -937,11 +963,11 @@ static u32 kevd_wait_fast(struct kevd *evd, u32 threshold,
 {
 	if (threshold == 1)
 		return kevd_take_or_pull(evd, evs, n);
-	if (kevd_ring_count(&evd->ring) < threshold)
+	if (kevd_take_count(evd) < threshold)
 		kevd_pull(evd);
-	if (kevd_ring_count(&evd->ring) < threshold)
+	if (kevd_take_count(evd) < threshold)
 		return 0;
-	return kevd_take(evd, evs, n);
+	return kevd_take_batch_first(evd, evs, n);
 }
 
 static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps)
@@ -1012,7 +1038,9 @@ static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
  * as the waiter: like a dequeue, it must not race
  * the consumer's own kevd_free() (which refuses only a registered one).
  * With @threshold 1 that take is kevd_dequeue_batch()'s: what the ring
- * holds, topped up from the CQ up to @n.
+ * holds, topped up from the CQ up to @n. Inside an upcall of @evd, the
+ * events its batch took for the invocations after the running one count
+ * toward @threshold and come first, as for kevd_dequeue().
  *
  * Context: process context; sleeps, but not from an upcall of @evd
  * (which may disable upcalls and then wait with a timeout of 0 only).
@@ -1089,7 +1117,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 			break;
 		}
 		/* Another consumer may have taken them: wait on. */
-		got = kevd_take(evd, evs, min_t(u32, n, INT_MAX));
+		got = kevd_take_batch_first(evd, evs, min_t(u32, n, INT_MAX));
 		if (got) {
 			ret = got;
 			break;

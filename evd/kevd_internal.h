@@ -800,6 +800,7 @@ void kevd_batch_revoke(struct kevd *evd);
 bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs);
 
 /* dto/pull.c */
+u32 kevd_batch_rest(struct kevd *evd);
 u32 kevd_batch_take(struct kevd *evd, struct kevd_event *evs, u32 max);
 bool kevd_pull(struct kevd *evd);
 bool kevd_pull_into(struct kevd *evd, struct kevd_event *evs, u32 room,

@@ -4299,6 +4299,91 @@ static void kevd_consumer_drain_in_upcall(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/**
+ * struct drain_wait - a consumer that drains with waits inside its upcall.
+ * @c: what it saw.
+ * @entered: its first upcall runs.
+ * @release: the test thread has disabled upcalls meanwhile.
+ */
+struct drain_wait {
+	struct drain_cons c;
+	struct completion entered, release;
+};
+
+/*
+ * The first upcall waits until another thread has disabled upcalls, as a
+ * kDAPL consumer's thread does while its upcall runs, then drains with
+ * waits of a threshold above one (timeout 0: it must not sleep there).
+ */
+static void drain_wait_upcall(void *ctx, const struct kevd_event *ev,
+			      bool more)
+{
+	struct drain_wait *w = ctx;
+	struct kevd_event e[4];
+	u32 nmore;
+	int n, i;
+
+	drain_seen(&w->c, ev);
+	if (completion_done(&w->entered))
+		return;
+	complete(&w->entered);
+	if (!wait_for_completion_timeout(&w->release, CONS_WAIT))
+		return;
+	while ((n = kevd_wait_batch(w->c.evd, 0, 2, e, ARRAY_SIZE(e),
+				    &nmore)) > 0) {
+		for (i = 0; i < n; i++) {
+			drain_seen(&w->c, &e[i]);
+			atomic_inc(&w->c.dequeued);
+		}
+	}
+}
+
+/*
+ * A wait for two or more events from inside a SINGLE_INSTANCE upcall,
+ * after another thread disabled upcalls, returns the events that the
+ * upcall's batch had taken before the ring's: they count toward the
+ * threshold, come in order, each once. The last event, one short of the
+ * threshold, stays queued for the thread.
+ */
+static void kevd_consumer_wait_batch_in_upcall(struct kunit *test)
+{
+	struct kevd_upcall up = { drain_wait_upcall, NULL };
+	struct kevd_event ev;
+	struct drain_wait *w;
+	unsigned long i;
+	bool ok;
+
+	w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	init_completion(&w->entered);
+	init_completion(&w->release);
+	up.ctx = w;
+	w->c.evd = cons_create(test, 128, KEVD_SOFTWARE_FLAG,
+			       KEVD_UPCALL_DISABLE, NULL, NULL);
+	for (i = 0; i < DRAIN_SW; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(w->c.evd, (void *)i), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(w->c.evd,
+						 KEVD_UPCALL_SINGLE_INSTANCE,
+						 &up, KEVD_UPCALL_INVOC_ANY), 0);
+	ok = wait_for_completion_timeout(&w->entered, CONS_WAIT);
+	KUNIT_EXPECT_TRUE(test, ok);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(w->c.evd, KEVD_UPCALL_DISABLE,
+						 NULL, 0), 0);
+	complete(&w->release);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&w->c.total,
+						     DRAIN_SW - 1));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(w->c.evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&w->c.dequeued), DRAIN_SW - 2);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(w->c.evd, &ev), 0);
+	drain_seen(&w->c, &ev);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->c.evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, atomic_read(&w->c.order_errors), 0);
+	KUNIT_EXPECT_EQ(test, w->c.next, (u64)DRAIN_SW);
+	KUNIT_EXPECT_EQ(test, atomic_read(&w->c.total), DRAIN_SW);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->c.evd), 0);
+}
+
 /* --- an event posted while the poller polls ------------------------------ */
 
 #define RACE_SW		1000	/* the software event's tag in seen[] */
@@ -4469,6 +4554,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_free_shed_to_blocked_poller),
 	KUNIT_CASE(kevd_consumer_many_give_back_order),
 	KUNIT_CASE(kevd_consumer_drain_in_upcall),
+	KUNIT_CASE(kevd_consumer_wait_batch_in_upcall),
 	KUNIT_CASE(kevd_consumer_post_during_poll),
 	KUNIT_CASE(kevd_consumer_wait_inside_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
