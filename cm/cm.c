@@ -20,7 +20,11 @@
  *     DEVICE_REMOVAL) owns the request: a handle works at most once, and a
  *     stale one finds nothing;
  *   - private data is copied into the binding (struct kevd_cm_pdata) and
- *     freed with it, after its id is destroyed.
+ *     freed with it, after its id is destroyed. A request kevd ends
+ *     itself (its listener goes, DEVICE_REMOVAL) gives the private data
+ *     of its CR event, which the consumer may still read, to its
+ *     listener's CR EVD (kevd_keep()) as its handle goes stale, under
+ *     kevd_cm_mutex, while the listener still holds that EVD.
  *
  * Context and locking:
  *   - kevd_cm_handler() runs in rdma_cm's thread and may sleep. rdma_cm
@@ -74,6 +78,8 @@
  * @requests: on a listener, its pending requests; under kevd_cm_mutex.
  * @request_node: on a pending request, its place on @requests.
  * @handle: on a pending request, its index in kevd_crs; 0 otherwise.
+ * @listener_cr: on a pending request, its listener's CR EVD, which its CR
+ *	event is on: the listener holds it while the request is on its list.
  * @gated: the EVD whose CQ the endpoint's QP completes into, while its
  *	completions wait for its ESTABLISHED (kevd_cq_gate()), or NULL.
  * @gate: the gate record on @gated.
@@ -99,6 +105,7 @@ struct kevd_cm {
 	struct list_head requests;
 	struct list_head request_node;
 	u32 handle;
+	struct kevd *listener_cr;
 	struct kevd *gated;
 	struct kevd_gate gate;
 	bool request;
@@ -241,8 +248,24 @@ static const void *kevd_cm_copy_pdata(struct kevd_cm *cm,
 
 /* --- requests: handles ---------------------------------------------------- */
 
-/* Take a pending request by its handle: it is the caller's after. */
-static struct kevd_cm *kevd_cr_claim(void *cr)
+/*
+ * The handle of pending request @req goes stale; kevd ends it (@kevds),
+ * not the consumer: its CR event's private data stays with the CR EVD.
+ */
+static void kevd_cr_unlist(struct kevd_cm *req, bool kevds)
+{
+	lockdep_assert_held(&kevd_cm_mutex);
+	WRITE_ONCE(req->handle, 0);
+	if (kevds)
+		kevd_keep(req->listener_cr, &req->pdata);
+	req->listener_cr = NULL;
+}
+
+/*
+ * Take a pending request by its handle: it is the caller's after. @kevds:
+ * kevd ends it, not a call of the consumer's on the handle.
+ */
+static struct kevd_cm *kevd_cr_claim(void *cr, bool kevds)
 {
 	struct kevd_cm *req;
 
@@ -250,7 +273,7 @@ static struct kevd_cm *kevd_cr_claim(void *cr)
 	req = xa_erase(&kevd_crs, (unsigned long)cr);
 	if (req) {
 		list_del_init(&req->request_node);
-		WRITE_ONCE(req->handle, 0);
+		kevd_cr_unlist(req, kevds);
 	}
 	mutex_unlock(&kevd_cm_mutex);
 	return req;
@@ -333,7 +356,7 @@ static void kevd_cm_take_requests(struct kevd_cm *cm, struct list_head *to)
 	lockdep_assert_held(&kevd_cm_mutex);
 	list_for_each_entry_safe(req, tmp, &cm->requests, request_node) {
 		xa_erase(&kevd_crs, req->handle);
-		WRITE_ONCE(req->handle, 0);
+		kevd_cr_unlist(req, true);
 		list_move_tail(&req->request_node, to);
 	}
 }
@@ -473,6 +496,7 @@ static int kevd_cm_request(struct kevd_cm *listener, struct rdma_cm_id *id,
 	req->chain = listener->chain;
 	req->chain_ctx = listener->chain_ctx;
 	req->request = true;
+	req->listener_cr = listener->cr_evd;
 	cr.cr.private_data = kevd_cm_copy_pdata(req, ev,
 						&cr.cr.private_data_size);
 	mutex_lock(&kevd_cm_mutex);
@@ -488,7 +512,7 @@ static int kevd_cm_request(struct kevd_cm *listener, struct rdma_cm_id *id,
 	cr.cr.cr = (void *)(unsigned long)req->handle;
 	id->context = req;
 	ret = kevd_post_event(listener->cr_evd, &cr);
-	if (ret && kevd_cr_claim(cr.cr.cr)) {
+	if (ret && kevd_cr_claim(cr.cr.cr, false)) {
 		/* dropped (the overflow is raised): refuse it */
 		kevd_cm_release(req);
 		return ret;
@@ -540,7 +564,8 @@ static int kevd_cm_removal(struct kevd_cm *cm, struct rdma_cm_id *id,
 		 * rdma_accept() now fails. rdma_cm holds the id's handler
 		 * mutex, which kevd_cm_qp_error() wants.
 		 */
-		if (!kevd_cr_claim((void *)(unsigned long)READ_ONCE(cm->handle)))
+		if (!kevd_cr_claim((void *)(unsigned long)READ_ONCE(cm->handle),
+				   true))
 			return 0;
 		kevd_cm_destroy_qp(cm, kevd_cm_qp_error(id));
 		kevd_cm_release(cm);
@@ -795,7 +820,7 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 	ret = kevd_cm_hold_all(&held, attr);
 	if (ret)
 		return ret;
-	req = kevd_cr_claim(cr);
+	req = kevd_cr_claim(cr, false);
 	if (!req) {
 		kevd_cm_unhold_all(&held);
 		return -EINVAL;
@@ -854,7 +879,7 @@ int kevd_cr_reject(void *cr, const void *private_data, u8 private_data_len)
 	might_sleep();
 	if (kevd_cr_check(cr, private_data_len, true, false))
 		return -EINVAL;
-	req = kevd_cr_claim(cr);
+	req = kevd_cr_claim(cr, false);
 	if (!req)
 		return -EINVAL;
 	kevd_cr_end(req, private_data, private_data_len);

@@ -78,7 +78,10 @@ static void kevd_consumer_done(struct kevd *evd, bool taker)
 static void kevd_release_rcu(struct rcu_head *rcu)
 {
 	struct kevd *evd = container_of(rcu, struct kevd, rcu);
+	struct list_head *a, *tmp;
 
+	list_for_each_safe(a, tmp, &evd->kept)
+		kfree(a);		/* kevd_keep(): the list_head first */
 	kevd_ring_destroy(&evd->ring);
 	kevd_dim_free(evd);
 	kfree(evd);
@@ -309,6 +312,7 @@ struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
 	INIT_LIST_HEAD(&evd->poll_node);
 	atomic_set(&evd->async_users, 0);
 	atomic_set(&evd->cm_users, 0);
+	INIT_LIST_HEAD(&evd->kept);
 	INIT_LIST_HEAD(&evd->gated_qps);
 	INIT_LIST_HEAD(&evd->drains);
 	atomic_set(&evd->upcalls_running, 0);
@@ -450,6 +454,23 @@ int kevd_cm_hold(struct kevd *evd, u32 flag)
 void kevd_cm_unhold(struct kevd *evd)
 {
 	atomic_dec(&evd->cm_users);
+}
+
+/**
+ * kevd_keep() - keep memory that events of @evd point to until it goes.
+ * @evd: an EVD kevd_cm_hold() succeeded on, and not yet released.
+ * @allocs: kmalloc()ed blocks, each beginning with its list_head; they
+ *	move to @evd, which kfree()s them when its memory goes.
+ *
+ * Context: any; takes evd->lock.
+ */
+void kevd_keep(struct kevd *evd, struct list_head *allocs)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	list_splice_tail_init(allocs, &evd->kept);
+	spin_unlock_irqrestore(&evd->lock, flags);
 }
 
 /*

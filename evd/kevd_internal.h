@@ -318,6 +318,9 @@ struct kevd_direct {
  * @async_evd: receives this EVD's async errors; holds a reference.
  * @async_users: EVDs that use this one as their async EVD.
  * @cm_users: CM bindings that post to this EVD (cm/cm.c).
+ * @kept: memory its events point to that outlives its owner: the private
+ *	data of requests kevd ended itself (kevd_keep()); freed with the EVD.
+ *	Each allocation begins with its list_head. Under @lock.
  * @ref: the EVD's lifetime.
  * @rcu: the memory goes a grace period after the last reference
  *	(kevd_put()): a post may still be returning from an EVD whose
@@ -384,6 +387,7 @@ struct kevd {
 	struct kevd *async_evd;
 	atomic_t async_users;
 	atomic_t cm_users;
+	struct list_head kept;
 	struct kref ref;
 	struct rcu_head rcu;
 	struct list_head list;
@@ -393,6 +397,7 @@ struct kevd {
 
 /* evd/evd.c: what the CM binding (cm/cm.c) needs */
 int kevd_cm_hold(struct kevd *evd, u32 flag);
+void kevd_keep(struct kevd *evd, struct list_head *allocs);
 void kevd_cm_unhold(struct kevd *evd);
 
 /* cm/cm.c */

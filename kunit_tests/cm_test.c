@@ -491,6 +491,53 @@ static void kevd_cm_request_events_stay_kevds(struct kunit *test)
 }
 
 /*
+ * A request kevd ends itself leaves its CR event where it was: in the
+ * cr_evd, or in the consumer's hands. The event's private data stays
+ * valid until the EVD is freed: the consumer cannot know when a device
+ * goes. DEVICE_REMOVAL of a pending request, and its listener's
+ * kevd_cm_destroy_id(), with the events still queued.
+ */
+static void kevd_cm_request_data_outlives_its_end(struct kunit *test)
+{
+	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	struct rdma_cm_id *lid, *req;
+	struct kevd_event ev[2];
+	struct kevd *cr_evd;
+	u8 pdata[56];
+	int i, ret;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	cr_evd = cm_evd(test, 16, KEVD_CR_FLAG, NULL);
+	lid = cm_listener(test, c, cr_evd);
+	cm_pattern(pdata, sizeof(pdata), 5);
+	req = cm_request(test, lid, 13, pdata, sizeof(pdata), &ret);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	KUNIT_EXPECT_NE(test, cm_fire(req, RDMA_CM_EVENT_DEVICE_REMOVAL, 0,
+				      NULL, 0), 0);
+	rdma_destroy_id(req);		/* what rdma_cm does on non-zero */
+	cm_pattern(pdata, sizeof(pdata), 6);
+	req = cm_request(test, lid, 14, pdata, sizeof(pdata), &ret);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	kevd_cm_destroy_id(lid);	/* rejects the request, destroys it */
+	memset(pdata, 0, sizeof(pdata));
+
+	for (i = 0; i < ARRAY_SIZE(ev); i++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(cr_evd, &ev[i]), 0);
+		KUNIT_EXPECT_EQ(test, ev[i].cr.conn_qual, 13ULL + i);
+		KUNIT_EXPECT_EQ(test, ev[i].cr.private_data_size, 56U);
+		KUNIT_ASSERT_NOT_NULL(test, ev[i].cr.private_data);
+		KUNIT_EXPECT_TRUE(test, cm_pattern_ok(ev[i].cr.private_data,
+						      56, 5 + i));
+		KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev[i].cr.cr, NULL, 0),
+				-EINVAL);
+	}
+	/* still valid after the calls on the stale handles */
+	KUNIT_EXPECT_TRUE(test, cm_pattern_ok(ev[0].cr.private_data, 56, 5));
+	KUNIT_EXPECT_EQ(test, c->calls, 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(cr_evd), 0);	/* frees them */
+}
+
+/*
  * A listener whose consumer handler returns non-zero (rdma_cm then
  * destroys the listener) ends its pending requests as
  * kevd_cm_destroy_id() does: their handles go stale at once. The handler
@@ -573,6 +620,7 @@ static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_request_and_reject),
 	KUNIT_CASE(kevd_cm_requests_end),
 	KUNIT_CASE(kevd_cm_request_events_stay_kevds),
+	KUNIT_CASE(kevd_cm_request_data_outlives_its_end),
 	KUNIT_CASE(kevd_cm_listener_refuses_an_event),
 	KUNIT_CASE(kevd_cm_bind_checks),
 	{}

@@ -241,7 +241,9 @@ struct kevd_rmr_bind_event {
  *	AF_IB address).
  * @private_data: the requester's private data, or NULL. From a CM binding
  *	it is kevd's copy: valid until kevd_cr_reject() returns or, once
- *	accepted, until kevd_cm_destroy_id() of the accepted id.
+ *	accepted, until kevd_cm_destroy_id() of the accepted id. A request
+ *	that kevd ends (its listener destroyed, DEVICE_REMOVAL) keeps it
+ *	until this event's EVD is freed.
  * @private_data_size: its size in bytes, as the CM reported it.
  */
 struct kevd_cr_event {
