@@ -772,12 +772,15 @@ static int kevd_cr_check(void *cr, u32 len, bool reject, bool need_qp)
  */
 struct rdma_cm_id *kevd_cr_id(void *cr)
 {
+	struct rdma_cm_id *id = NULL;
 	struct kevd_cm *req;
 
 	mutex_lock(&kevd_cm_mutex);
 	req = xa_load(&kevd_crs, (unsigned long)cr);
+	if (req)	/* an end that claims it frees it after this unlock */
+		id = req->id;
 	mutex_unlock(&kevd_cm_mutex);
-	return req ? req->id : NULL;
+	return id;
 }
 EXPORT_SYMBOL_GPL(kevd_cr_id);
 
