@@ -739,10 +739,10 @@ static u32 kevd_cm_send_max(struct rdma_cm_id *id, bool reject)
 }
 
 /*
- * Is @cr a pending request whose transport takes @len bytes (and, if
- * @need_qp, with a QP the consumer created)?
+ * Is @cr a pending request whose transport takes @len bytes (and, for an
+ * accept, with a QP the consumer created exactly if @own_qp)?
  */
-static int kevd_cr_check(void *cr, u32 len, bool reject, bool need_qp)
+static int kevd_cr_check(void *cr, u32 len, bool reject, bool own_qp)
 {
 	struct kevd_cm *req;
 	int ret = -EINVAL;
@@ -750,7 +750,7 @@ static int kevd_cr_check(void *cr, u32 len, bool reject, bool need_qp)
 	mutex_lock(&kevd_cm_mutex);
 	req = xa_load(&kevd_crs, (unsigned long)cr);
 	if (req && len <= kevd_cm_send_max(req->id, reject) &&
-	    (!need_qp || req->id->qp))
+	    (reject || !req->id->qp == !own_qp))
 		ret = 0;
 	mutex_unlock(&kevd_cm_mutex);
 	return ret;
@@ -802,9 +802,11 @@ EXPORT_SYMBOL_GPL(kevd_cr_id);
  *
  * Context: process context; sleeps. Not from a CM event handler.
  * Return: 0; -EINVAL for a NULL argument, a handle that is not a pending
- * request (accepted, rejected, or its listener destroyed), an EVD without
- * its stream, or more private data than the transport carries; or the
- * error of rdma_create_qp() or rdma_accept().
+ * request (accepted, rejected, its listener destroyed, or its device
+ * removed), an EVD without its stream, QP attributes for a request that
+ * has its QP already (or none for one that has not), or more private data
+ * than the transport carries; or the error of rdma_create_qp() or
+ * rdma_accept().
  */
 int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 		   struct ib_pd *pd, struct ib_qp_init_attr *qp_attr,

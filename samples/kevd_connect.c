@@ -547,8 +547,13 @@ static int kc_establish(struct kc_dev *d, struct kc_active *a,
 	kc_pattern(acc, sizeof(acc), 4);
 	param.private_data = acc;
 	param.private_data_len = sizeof(acc);
-	if (prepost)
+	if (prepost) {
 		ret = kc_prepost(d, cr, &qp_attr);
+		/* a second QP for it is refused, and the request stays */
+		if (!ret && kevd_cr_accept(cr, &attr, d->pd, &qp_attr, &param,
+					   pid) != -EINVAL)
+			ret = -EIO;
+	}
 	if (ret)
 		kevd_cr_reject(cr, NULL, 0);
 	else if (prepost)
