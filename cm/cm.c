@@ -638,7 +638,10 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 /**
  * kevd_cm_bind() - post the events of an rdma_cm_id to EVDs.
  * @id: an id straight from rdma_create_id(): before rdma_resolve_addr(),
- *	rdma_listen() or anything else that raises an event on it.
+ *	rdma_listen() or anything else that raises an event on it; of a
+ *	connected QP type (RC), as DAT endpoints are. A UD id has no
+ *	connection whose events kevd maps: its accept ends without
+ *	ESTABLISHED, and its ESTABLISHED carries the address to send to.
  * @attr: the EVDs and handles.
  *
  * kevd's handler takes over the id. It maps the events that have a DAT
@@ -648,15 +651,16 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
  * kevd's. The binding ends with kevd_cm_destroy_id().
  *
  * Context: process context.
- * Return: 0; -EINVAL for a NULL argument, an id already bound, no CR or
- * connection EVD, or an EVD without its stream; -ENOMEM.
+ * Return: 0; -EINVAL for a NULL argument, a UD id, an id already bound,
+ * no CR or connection EVD, or an EVD without its stream; -ENOMEM.
  */
 int kevd_cm_bind(struct rdma_cm_id *id, const struct kevd_cm_attr *attr)
 {
 	struct kevd_cm *cm;
 	int ret;
 
-	if (!id || !attr || id->event_handler == kevd_cm_handler)
+	if (!id || !attr || id->event_handler == kevd_cm_handler ||
+	    id->qp_type == IB_QPT_UD)
 		return -EINVAL;
 	cm = kevd_cm_alloc(id);
 	if (!cm)

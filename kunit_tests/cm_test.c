@@ -573,16 +573,17 @@ static void kevd_cm_listener_refuses_an_event(struct kunit *test)
 }
 
 /*
- * Binding needs an id, a CR or connection EVD, and EVDs with their
- * streams; an id binds once. A consumer handler that returns non-zero
- * (rdma_cm then destroys the id) ends the binding: its EVDs are free.
+ * Binding needs a connected-mode id, a CR or connection EVD, and EVDs
+ * with their streams; an id binds once. A consumer handler that returns
+ * non-zero (rdma_cm then destroys the id) ends the binding: its EVDs are
+ * free.
  */
 static void kevd_cm_bind_checks(struct kunit *test)
 {
 	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
 	struct kevd_cm_attr attr = { };
+	struct rdma_cm_id *id, *ud;
 	struct kevd *conn, *sw;
-	struct rdma_cm_id *id;
 
 	KUNIT_ASSERT_NOT_NULL(test, c);
 	conn = cm_evd(test, 16, KEVD_CONNECTION_FLAG, NULL);
@@ -591,6 +592,12 @@ static void kevd_cm_bind_checks(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_cm_bind(NULL, &attr), -EINVAL);
 	KUNIT_EXPECT_EQ(test, kevd_cm_bind(id, NULL), -EINVAL);
 	KUNIT_EXPECT_EQ(test, kevd_cm_bind(id, &attr), -EINVAL);
+	ud = rdma_create_id(&init_net, cm_chain_handler, c, RDMA_PS_UDP,
+			    IB_QPT_UD);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, ud);
+	attr.conn_evd = conn;
+	KUNIT_EXPECT_EQ(test, kevd_cm_bind(ud, &attr), -EINVAL);
+	rdma_destroy_id(ud);		/* not bound: the consumer's to end */
 	attr.conn_evd = sw;
 	KUNIT_EXPECT_EQ(test, kevd_cm_bind(id, &attr), -EINVAL);
 	attr.conn_evd = conn;
