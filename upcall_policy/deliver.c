@@ -150,11 +150,6 @@ static void kevd_deliver_end(struct kevd *evd, int policy)
 }
 
 /*
- * Push events back to the head of @evd, making room if it has none.
- * @fresh: they never were in the ring; else @orig was the ring index of
- * the first (kevd_ring_push_front()).
- */
-/*
  * Producers filled the ring while the owner held @k events it must queue
  * (a batch's rest, a direct poll): grow it rather than lose them or
  * deliver them out of order. They may have filled the headroom too: the
@@ -170,6 +165,11 @@ static void kevd_make_room(struct kevd *evd, u32 k)
 		cond_resched();
 }
 
+/*
+ * Push events back to the head of @evd, making room if it has none.
+ * @fresh: they never were in the ring; else @orig was the ring index of
+ * the first (kevd_ring_push_front()).
+ */
 static void kevd_push_front(struct kevd *evd, const struct kevd_event *evs,
 			    u32 k, bool fresh, u32 orig)
 {
