@@ -331,14 +331,42 @@ static void kevd_cm_destroy_qp(struct kevd_cm *cm, bool in_error)
 	rdma_destroy_qp(cm->id);
 }
 
-/* Reject and destroy a request the caller took. Not from its handler. */
-static void kevd_cr_end(struct kevd_cm *req, const void *pdata, u8 len)
+/*
+ * Why kevd rejects a request that no consumer rejected: the requester
+ * must not see PEER_REJECTED, which IB and RoCE report for
+ * IB_CM_REJ_CONSUMER_DEFINED, the reason rdma_cm sends when a
+ * CONNECT_REQUEST handler fails. (iWARP carries no reason: a reject
+ * without private data is the peer's there only on -ECONNREFUSED.)
+ */
+#define KEVD_REJ_NO_LISTENER	IB_CM_REJ_INVALID_SERVICE_ID
+#define KEVD_REJ_NO_ROOM	IB_CM_REJ_NO_RESOURCES
+
+/*
+ * Refuse request @id from its CONNECT_REQUEST handler, which then returns
+ * @ret: rdma_cm destroys the id, and its own reject finds it sent.
+ */
+static int kevd_cm_refuse(struct rdma_cm_id *id, u8 reason, int ret)
+{
+	int err = rdma_reject(id, NULL, 0, reason);
+
+	if (err)
+		pr_debug("kevd: rdma_reject: %d\n", err);
+	return ret;
+}
+
+/*
+ * Reject and destroy a request the caller took, for @reason
+ * (IB_CM_REJ_CONSUMER_DEFINED: the consumer's kevd_cr_reject()). Not
+ * from its handler.
+ */
+static void kevd_cr_end(struct kevd_cm *req, u8 reason, const void *pdata,
+			u8 len)
 {
 	bool in_error;
 	int ret;
 
 	rdma_lock_handler(req->id);
-	ret = rdma_reject(req->id, pdata, len, IB_CM_REJ_CONSUMER_DEFINED);
+	ret = rdma_reject(req->id, pdata, len, reason);
 	in_error = kevd_cm_qp_error(req->id);
 	rdma_unlock_handler(req->id);
 	if (ret)
@@ -367,7 +395,7 @@ static void kevd_cr_end_all(struct list_head *reqs)
 
 	list_for_each_entry_safe(req, tmp, reqs, request_node) {
 		list_del_init(&req->request_node);
-		kevd_cr_end(req, NULL, 0);
+		kevd_cr_end(req, KEVD_REJ_NO_LISTENER, NULL, 0);
 	}
 }
 
@@ -488,8 +516,8 @@ static int kevd_cm_request(struct kevd_cm *listener, struct rdma_cm_id *id,
 	struct kevd_cm *req;
 	int ret;
 
-	if (!listener->cr_evd)
-		return -ECONNREFUSED;	/* rdma_cm rejects and destroys it */
+	if (!listener->cr_evd)	/* rdma_cm destroys it */
+		return kevd_cm_refuse(id, KEVD_REJ_NO_LISTENER, -ECONNREFUSED);
 	req = kevd_cm_alloc(id);
 	if (!req)
 		return -ENOMEM;
@@ -515,7 +543,7 @@ static int kevd_cm_request(struct kevd_cm *listener, struct rdma_cm_id *id,
 	if (ret && kevd_cr_claim(cr.cr.cr, false)) {
 		/* dropped (the overflow is raised): refuse it */
 		kevd_cm_release(req);
-		return ret;
+		return kevd_cm_refuse(id, KEVD_REJ_NO_ROOM, ret);
 	}
 	/* From here the consumer may own it: no touching @req. */
 	return 0;
@@ -585,7 +613,8 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	u32 num;
 
 	if (READ_ONCE(cm->dying))	/* kevd_cm_destroy_id() has begun */
-		return cm->id == id ? 0 : -ECONNREFUSED;
+		return cm->id == id ? 0 :
+		       kevd_cm_refuse(id, KEVD_REJ_NO_LISTENER, -ECONNREFUSED);
 	if (cm->id != id) {
 		/* a new id rdma_cm made for a request to listener @cm */
 		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
@@ -852,7 +881,7 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 		req->request = false;	/* an endpoint: its events flow */
 	rdma_unlock_handler(req->id);
 	if (ret) {
-		kevd_cr_end(req, NULL, 0);
+		kevd_cr_end(req, KEVD_REJ_NO_ROOM, NULL, 0);
 		return ret;
 	}
 	*id = req->id;
@@ -860,7 +889,7 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 
 err:
 	kevd_cm_unhold_all(&held);
-	kevd_cr_end(req, NULL, 0);
+	kevd_cr_end(req, KEVD_REJ_NO_ROOM, NULL, 0);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kevd_cr_accept);
@@ -891,7 +920,8 @@ int kevd_cr_reject(void *cr, const void *private_data, u8 private_data_len)
 	req = kevd_cr_claim(cr, false);
 	if (!req)
 		return -EINVAL;
-	kevd_cr_end(req, private_data, private_data_len);
+	kevd_cr_end(req, IB_CM_REJ_CONSUMER_DEFINED, private_data,
+		    private_data_len);
 	return 0;
 }
 EXPORT_SYMBOL_GPL(kevd_cr_reject);

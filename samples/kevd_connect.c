@@ -35,7 +35,11 @@
  *      takes their flushes into the EVD, which grows, before the QP goes;
  *   7. a request to a port nobody listens on: whatever the transport
  *      reports (NON_PEER_REJECTED on IB and RoCE; on iWARP the connect is
- *      refused, as an event or by rdma_connect() itself) is printed.
+ *      refused, as an event or by rdma_connect() itself) is printed;
+ *   8. requests no consumer decided on: one to a listener bound without a
+ *      CR EVD, and one pending when its listener (the one of steps 1 to
+ *      6) is destroyed. kevd refuses them, and the requester must see
+ *      NON_PEER_REJECTED, not a consumer's reject.
  * Private data is checked byte for byte.
  *
  * One line per device:
@@ -43,7 +47,7 @@
  *     disconnected=2 flushed=64 after_disconnect=0 sends=8 recvs=8
  *     mr_steps=5 outside_mr=<DTO status> destroyed_in_handler=1
  *     destroyed_connected=<flushes: the receives its queue took>
- *     no_listener=<event or errno> ok
+ *     no_listener=<event or errno> refused=2 ok
  * The load fails (-EIO) if any step fails.
  *
  * With until_removed=<seconds>, per device it only establishes one
@@ -133,7 +137,7 @@ struct kc_dev {
 	void *buf;
 	u64 dma;
 	int cr, established, peer_rejected, disconnected, flushed, after;
-	int sends, recvs, mr_steps, destroyed, destroyed_connected;
+	int sends, recvs, mr_steps, destroyed, destroyed_connected, refused;
 	u32 outside_status;
 	void *mr_buf;
 	char no_listener[32];
@@ -1146,30 +1150,96 @@ static void kc_no_listener(struct kc_dev *d)
 	kc_active_end(&a);
 }
 
+/* A listener on @at, bound with @attr, in *@lid. */
+static int kc_listen_at(struct kc_dev *d, struct rdma_cm_id **lid, u16 at,
+			const struct kevd_cm_attr *attr)
+{
+	struct sockaddr_in6 sin = d->sin;
+	int ret;
+
+	*lid = rdma_create_id(&init_net, kc_handler, NULL, RDMA_PS_TCP,
+			      IB_QPT_RC);
+	if (IS_ERR(*lid)) {
+		ret = PTR_ERR(*lid);
+		*lid = NULL;
+		return ret;
+	}
+	ret = kevd_cm_bind(*lid, attr);
+	if (ret) {
+		rdma_destroy_id(*lid);
+		*lid = NULL;
+		return ret;
+	}
+	sin.sin6_port = htons(at);
+	ret = rdma_bind_addr(*lid, (struct sockaddr *)&sin);
+	return ret ?: rdma_listen(*lid, 4);
+}
+
 static int kc_listen(struct kc_dev *d)
 {
 	struct kevd_cm_attr attr = {
 		.cr_evd = d->cr_evd, .async_evd = d->async, .sp = d,
 	};
-	struct sockaddr_in6 sin = d->sin;
+
+	return kc_listen_at(d, &d->lid, port, &attr);
+}
+
+/*
+ * The requester of @a refused by kevd, not by a consumer:
+ * NON_PEER_REJECTED (what earlier connections left behind passed over).
+ */
+static int kc_refused(struct kc_dev *d, struct kc_active *a, const char *what)
+{
+	struct kevd_event ev;
 	int ret;
 
-	d->lid = rdma_create_id(&init_net, kc_handler, NULL, RDMA_PS_TCP,
-				IB_QPT_RC);
-	if (IS_ERR(d->lid)) {
-		ret = PTR_ERR(d->lid);
-		d->lid = NULL;
-		return ret;
+	do {
+		ret = kc_wait(d->a_evd, &ev, true);
+	} while (!ret && (ev.event_number == KEVD_CONNECTION_EVENT_DISCONNECTED ||
+			  ev.connection.ep != a));
+	if (!ret && ev.event_number == KEVD_CONNECTION_EVENT_NON_PEER_REJECTED) {
+		d->refused++;
+		return 0;
 	}
-	ret = kevd_cm_bind(d->lid, &attr);
-	if (ret) {
-		rdma_destroy_id(d->lid);
-		d->lid = NULL;
-		return ret;
+	pr_err("kevd-e2e-cm: %s: %s: got %d, event %#x\n", d->name, what, ret,
+	       ret ? 0 : ev.event_number);
+	return -EIO;
+}
+
+/*
+ * Step 8: a listener without a CR EVD refuses a request; destroying the
+ * listener refuses the request pending on it. The listener of steps 1 to
+ * 6 goes here.
+ */
+static int kc_refused_round(struct kc_dev *d)
+{
+	struct kevd_cm_attr no_cr = { .conn_evd = d->p_evd, .sp = d };
+	struct rdma_cm_id *lid = NULL;
+	struct kc_active a;
+	void *cr;
+	int ret;
+
+	ret = kc_listen_at(d, &lid, port + 2, &no_cr);
+	if (!ret) {
+		ret = kc_connect(d, &a, d->a_evd, port + 2, 8, NULL);
+		ret = ret ?: kc_refused(d, &a, "no CR EVD");
+		kc_active_end(&a);
 	}
-	sin.sin6_port = htons(port);
-	ret = rdma_bind_addr(d->lid, (struct sockaddr *)&sin);
-	return ret ?: rdma_listen(d->lid, 4);
+	if (lid)
+		kevd_cm_destroy_id(lid);
+	if (ret)
+		return ret;
+	ret = kc_connect(d, &a, d->a_evd, port, 9, NULL);
+	cr = ret ? NULL : kc_request(d, 9);
+	if (cr) {
+		kevd_cm_destroy_id(d->lid);
+		d->lid = NULL;
+		ret = kc_refused(d, &a, "listener destroyed");
+		if (!ret && kevd_cr_reject(cr, NULL, 0) != -EINVAL)
+			ret = -EIO;	/* its handle went with it */
+	}
+	kc_active_end(&a);
+	return ret ?: (cr ? 0 : -EIO);
 }
 
 static int kc_setup(struct kc_dev *d, char *addr)
@@ -1297,11 +1367,13 @@ static int kc_run(char *spec)
 		ret = kc_destroy_connected_round(d);
 	if (!ret)
 		kc_no_listener(d);
-	pr_info("kevd-e2e-cm device=%s cycles=%u cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d mr_steps=%d outside_mr=%u destroyed_in_handler=%d destroyed_connected=%d no_listener=%s %s rc=%d\n",
+	if (!ret)
+		ret = kc_refused_round(d);
+	pr_info("kevd-e2e-cm device=%s cycles=%u cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d mr_steps=%d outside_mr=%u destroyed_in_handler=%d destroyed_connected=%d no_listener=%s refused=%d %s rc=%d\n",
 		d->name, i, d->cr, d->established, d->peer_rejected,
 		d->disconnected, d->flushed, d->after, d->sends, d->recvs,
 		d->mr_steps, d->outside_status, d->destroyed,
-		d->destroyed_connected, d->no_listener,
+		d->destroyed_connected, d->no_listener, d->refused,
 		ret ? "failed" : "ok", ret);
 	kc_teardown(d);
 	kfree(d);
