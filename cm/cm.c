@@ -255,6 +255,8 @@ static const void *kevd_cm_copy_pdata(struct kevd_cm *cm,
 static void kevd_cr_unlist(struct kevd_cm *req, bool kevds)
 {
 	lockdep_assert_held(&kevd_cm_mutex);
+	/* kevd_keep() frees each block through its list_head */
+	BUILD_BUG_ON(offsetof(struct kevd_cm_pdata, node));
 	WRITE_ONCE(req->handle, 0);
 	if (kevds)
 		kevd_keep(req->listener_cr, &req->pdata);
@@ -736,8 +738,10 @@ EXPORT_SYMBOL_GPL(kevd_cm_context);
  * its completions, flushes included, are in their EVDs (at most a few
  * seconds: a full EVD holds them in the CQ), then destroys the QP
  * (rdma_destroy_qp()) and the id. The requests of
- * a listener that nobody accepted or rejected are rejected. The private
- * data of its events is freed, and its EVDs can be freed again.
+ * a listener that nobody accepted or rejected are rejected, as not the
+ * peer consumer's (a DAT requester sees NON_PEER_REJECTED); their CR
+ * events' private data stays until the CR EVD is freed. The private
+ * data of its own events is freed, and its EVDs can be freed again.
  *
  * Context: process context; sleeps. Not from a CM event handler.
  */
