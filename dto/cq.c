@@ -227,7 +227,12 @@ static void kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d)
 	kfree(d);
 }
 
-/* Take the drain markers out of @got completions; return those left. */
+/*
+ * Take the drain markers out of @got completions; return those left. A
+ * completion of an orphan's QP (kevd_cq_flush_qp() gave up, and the QP
+ * was destroyed) loses its QP: no completion of a QP at the same address
+ * comes before the orphan's markers, or the empty poll that ends it.
+ */
 static int kevd_cq_take_markers(struct kevd *evd, struct ib_wc *wcs, int got)
 {
 	struct kevd_qp_drain *d;
@@ -241,6 +246,9 @@ static int kevd_cq_take_markers(struct kevd *evd, struct ib_wc *wcs, int got)
 			m = kevd_cq_marker(d, &wcs[i]);
 			if (m)
 				break;
+			/* destroyed: kevd_wc_to_event() must not read it */
+			if (d->orphan && wcs[i].qp == d->qp)
+				wcs[i].qp = NULL;
 		}
 		if (!m) {
 			if (kept != i)

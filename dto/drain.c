@@ -142,14 +142,21 @@ static bool kevd_cq_drain_owned(struct kevd *evd, struct kevd_qp_drain *d,
 	}
 }
 
-/* The flusher gives up on @d: it stays if markers of it may still come. */
+/*
+ * The flusher ends @d. If it gives up, its QP is destroyed next while the
+ * CQ may still hold completions of it: @d stays, an orphan, so that they
+ * are converted without reading the QP (kevd_cq_take_markers()), until
+ * its markers are in, or, if none will come, a poll finds the CQ empty.
+ */
 static void kevd_cq_drain_end(struct kevd *evd, struct kevd_qp_drain *d,
 			      bool done)
 {
 	unsigned long flags;
 
 	spin_lock_irqsave(&evd->lock, flags);
-	if (!done && (d->posted & ~d->polled)) {
+	if (!done && !d->seen) {
+		if (!(d->posted & ~d->polled))
+			d->need = 0;	/* kevd_cq_drains_empty() ends it */
 		d->orphan = true;
 		d = NULL;
 	} else {
@@ -183,7 +190,9 @@ static void kevd_cq_drain_end(struct kevd *evd, struct kevd_qp_drain *d,
  * completions of @qp.
  *
  * After KEVD_FLUSH_WAIT (a gate of another QP holds the CQ, a poller
- * that holds @evd is stuck in an upcall) it returns anyway, and says so.
+ * that holds @evd is stuck in an upcall) it returns anyway, and says so;
+ * what of @qp the CQ still holds is converted later without reading it
+ * (ep_context NULL: kevd_cq_drain_end()).
  *
  * Context: process context; sleeps.
  */

@@ -767,8 +767,10 @@ u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
  * @seen: all of them polled, or (none needed) a poll begun after @since
  *	found the CQ empty.
  * @seen_at: evd->cq_polls of that poll.
- * @orphan: kevd_cq_flush_qp() gave up: freed when its markers are in, or
- *	with the CQ (kevd_cq_destroy()).
+ * @orphan: kevd_cq_flush_qp() gave up, and @qp is destroyed: its
+ *	completions still in the CQ are converted without it (ep_context
+ *	NULL). Freed when its markers are in, or (none to come) when a poll
+ *	finds the CQ empty, or with the CQ (kevd_cq_destroy()).
  * @grown: slots the drain added to a full ring (its owner only).
  *
  * The markers' wr_ids are the record's address (send) and the next

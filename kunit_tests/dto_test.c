@@ -1281,6 +1281,63 @@ static void kevd_dto_gate_holds_qp(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * kevd_cq_flush_qp() gives up after KEVD_FLUSH_WAIT when a gate of
+ * another QP holds the CQ; its caller destroys the QP anyway, and ib_core
+ * frees it. The QP's completions still in the CQ are converted later:
+ * they must not read the freed QP. They come, in order, with no
+ * ep_context. (Not in error, on no real CQ: no markers, as for a QP that
+ * could not go to error.)
+ */
+static void kevd_dto_flush_gives_up(struct kunit *test)
+{
+	struct ib_qp *qa, *qb;
+	struct kevd_gate gate;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd_event ev;
+	struct kevd *evd;
+	int i;
+
+	qa = kunit_kzalloc(test, sizeof(*qa), GFP_KERNEL);
+	qb = kzalloc(sizeof(*qb), GFP_KERNEL);	/* freed as destroyed */
+	KUNIT_ASSERT_TRUE(test, qa && qb);
+	qa->qp_context = qa;
+	qb->qp_context = qb;
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.cpu = 0;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+
+	/* A0 parks and holds the CQ: B1 and B2 wait behind it */
+	kevd_cq_gate(evd, &gate, qa);
+	gate_add(test, kevd_cq(evd), qa, 0);
+	gate_add(test, kevd_cq(evd), qb, 1);
+	gate_add(test, kevd_cq(evd), qb, 2);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, fake_cq_count(kevd_cq(evd)), 2U);
+	kevd_cq_flush_qp(evd, qb, false);	/* gives up, with a warning */
+	memset(qb, 0x6b, sizeof(*qb));		/* what a reader would find */
+	kfree(qb);
+	kevd_cq_ungate(evd, &gate);
+	for (i = 0; i < 3; i++) {
+		KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.event_number,
+				(u32)KEVD_DTO_COMPLETION_EVENT);
+		KUNIT_EXPECT_EQ(test, ev.dto.cookie, (u64)i);
+		KUNIT_EXPECT_PTR_EQ(test, ev.dto.ep_context,
+				    i ? NULL : (void *)qa);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* @qp: not in error, on no CQ (the fake HCA has no QPs): no markers */
 struct flush_in_upcall {
 	struct kevd *e;
@@ -2035,6 +2092,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_fence_without_defer),
 	KUNIT_CASE(kevd_dto_fence_late_completions),
 	KUNIT_CASE(kevd_dto_flush_from_upcall),
+	KUNIT_CASE(kevd_dto_flush_gives_up),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
 	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_case_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
