@@ -301,36 +301,36 @@ static bool kevd_cm_qp_error(struct rdma_cm_id *id)
 }
 
 /*
- * Then its completions out of kevd's CQs (kevd_cq_flush_qp()): no
- * provider takes a destroyed QP's completions out of the CQ, and kevd
- * reads the QP when it converts one. Its gate lifts first, so that a
- * completion parked behind it goes too. No handler of @cm posts or
- * gates meanwhile: the binding is dying, or a request.
- */
-static void kevd_cm_flush_qp(struct kevd_cm *cm, struct ib_qp *qp,
-			     bool in_error)
-{
-	struct kevd *scq = kevd_cq_evd(qp->send_cq);
-	struct kevd *rcq = kevd_cq_evd(qp->recv_cq);
-
-	kevd_cm_ungate(cm);
-	if (scq)
-		kevd_cq_flush_qp(scq, qp, in_error);
-	if (rcq && rcq != scq)
-		kevd_cq_flush_qp(rcq, qp, in_error);
-}
-
-/*
- * The QP of @cm's id, if it has one, goes: its completions into their
- * EVDs first (@in_error: kevd_cm_qp_error() moved it to error). For an id
- * no handler of the consumer's runs on: a dying binding, or a request.
+ * The QP of @cm's id, if it has one, goes (@in_error: kevd_cm_qp_error()
+ * moved it to error). Its completions first go out of kevd's CQs
+ * (kevd_cq_flush_qp()): no provider takes a destroyed QP's completions
+ * out of the CQ, and kevd reads the QP when it converts one. Its gate
+ * lifts first, so that a completion parked behind it goes too. A drain
+ * that gave up learns when the QP is gone (kevd_cq_qp_gone(): the
+ * pointer is only a key then). For an id no handler of the consumer's
+ * runs on: a dying binding, or a request.
  */
 static void kevd_cm_destroy_qp(struct kevd_cm *cm, bool in_error)
 {
-	if (!cm->id->qp)
+	struct ib_qp *qp = cm->id->qp;
+	struct kevd *scq, *rcq;
+
+	if (!qp)
 		return;
-	kevd_cm_flush_qp(cm, cm->id->qp, in_error);
+	scq = kevd_cq_evd(qp->send_cq);
+	rcq = kevd_cq_evd(qp->recv_cq);
+	if (rcq == scq)
+		rcq = NULL;
+	kevd_cm_ungate(cm);
+	if (scq)
+		kevd_cq_flush_qp(scq, qp, in_error);
+	if (rcq)
+		kevd_cq_flush_qp(rcq, qp, in_error);
 	rdma_destroy_qp(cm->id);
+	if (scq)
+		kevd_cq_qp_gone(scq, qp);
+	if (rcq)
+		kevd_cq_qp_gone(rcq, qp);
 }
 
 /*

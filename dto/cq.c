@@ -228,11 +228,25 @@ static void kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d)
 }
 
 /*
- * Take the drain markers out of @got completions; return those left. A
- * completion of an orphan's QP (kevd_cq_flush_qp() gave up, and the QP
- * was destroyed) loses its QP: no completion of a QP at the same address
- * comes before the orphan's markers, or the empty poll that ends it.
+ * A completion of an orphan's QP (kevd_cq_flush_qp() gave up, and the QP
+ * goes) loses its QP, which kevd_wc_to_event() must not read: no
+ * completion of a QP made at the same address comes before the orphan's
+ * markers, or the empty poll that ends it (kevd_cq_qp_gone()).
  */
+static void kevd_cq_forget_qp(struct kevd *evd, struct ib_wc *wc)
+{
+	struct kevd_qp_drain *d;
+
+	lockdep_assert_held(&evd->lock);
+	list_for_each_entry(d, &evd->drains, node) {
+		if (d->orphan && wc->qp == d->qp) {
+			wc->qp = NULL;
+			return;
+		}
+	}
+}
+
+/* Take the drain markers out of @got completions; return those left. */
 static int kevd_cq_take_markers(struct kevd *evd, struct ib_wc *wcs, int got)
 {
 	struct kevd_qp_drain *d;
@@ -246,11 +260,9 @@ static int kevd_cq_take_markers(struct kevd *evd, struct ib_wc *wcs, int got)
 			m = kevd_cq_marker(d, &wcs[i]);
 			if (m)
 				break;
-			/* destroyed: kevd_wc_to_event() must not read it */
-			if (d->orphan && wcs[i].qp == d->qp)
-				wcs[i].qp = NULL;
 		}
 		if (!m) {
+			kevd_cq_forget_qp(evd, &wcs[i]);
 			if (kept != i)
 				wcs[kept] = wcs[i];
 			kept++;
@@ -265,7 +277,10 @@ static int kevd_cq_take_markers(struct kevd *evd, struct ib_wc *wcs, int got)
 	return kept;
 }
 
-/* A poll found the CQ empty: the drains without markers are done. */
+/*
+ * A poll found the CQ empty: the drains without markers are done, and so
+ * are orphans whose QP was destroyed before that poll began.
+ */
 static void kevd_cq_drains_empty(struct kevd *evd)
 {
 	struct kevd_qp_drain *d, *tmp;
@@ -273,7 +288,8 @@ static void kevd_cq_drains_empty(struct kevd *evd)
 
 	spin_lock_irqsave(&evd->lock, flags);
 	list_for_each_entry_safe(d, tmp, &evd->drains, node)
-		if (!d->need && !d->seen && evd->cq_polls != d->since)
+		if ((d->orphan ? d->destroyed : !d->need) && !d->seen &&
+		    evd->cq_polls != d->since)
 			kevd_cq_drain_seen(evd, d);
 	spin_unlock_irqrestore(&evd->lock, flags);
 }

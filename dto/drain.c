@@ -146,7 +146,8 @@ static bool kevd_cq_drain_owned(struct kevd *evd, struct kevd_qp_drain *d,
  * The flusher ends @d. If it gives up, its QP is destroyed next while the
  * CQ may still hold completions of it: @d stays, an orphan, so that they
  * are converted without reading the QP (kevd_cq_take_markers()), until
- * its markers are in, or, if none will come, a poll finds the CQ empty.
+ * its markers are in, or a poll begun after the QP's destroy
+ * (kevd_cq_qp_gone()) finds the CQ empty.
  */
 static void kevd_cq_drain_end(struct kevd *evd, struct kevd_qp_drain *d,
 			      bool done)
@@ -155,8 +156,6 @@ static void kevd_cq_drain_end(struct kevd *evd, struct kevd_qp_drain *d,
 
 	spin_lock_irqsave(&evd->lock, flags);
 	if (!done && !d->seen) {
-		if (!(d->posted & ~d->polled))
-			d->need = 0;	/* kevd_cq_drains_empty() ends it */
 		d->orphan = true;
 		d = NULL;
 	} else {
@@ -259,3 +258,33 @@ void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error)
 		kfree(wcs);
 }
 EXPORT_SYMBOL_GPL(kevd_cq_flush_qp);	/* not public: cm/cm.c */
+
+/**
+ * kevd_cq_qp_gone() - the QP kevd_cq_flush_qp() gave up on is destroyed.
+ * @evd: the EVD that kevd_cq_flush_qp() was called on.
+ * @qp: the QP, destroyed now: a key, never read.
+ *
+ * Its orphaned drain, if any, ends at the next poll begun from here that
+ * finds the CQ empty: what the CQ still held of the QP (siw adds flushes
+ * as it destroys one not in error) is out by then, and a QP made at the
+ * same address afterwards completes behind it. Its markers, if they
+ * come, end it too; a provider that purges a destroyed QP's completions
+ * (mlx4, mlx5) never returns them.
+ *
+ * Context: any; takes evd->lock.
+ */
+void kevd_cq_qp_gone(struct kevd *evd, struct ib_qp *qp)
+{
+	struct kevd_qp_drain *d;
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	list_for_each_entry(d, &evd->drains, node) {
+		if (d->orphan && d->qp == qp && !d->destroyed) {
+			d->destroyed = true;
+			d->since = evd->cq_polls;
+		}
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
+}
+EXPORT_SYMBOL_GPL(kevd_cq_qp_gone);	/* not public: cm/cm.c */

@@ -767,10 +767,11 @@ u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
  * @seen: all of them polled, or (none needed) a poll begun after @since
  *	found the CQ empty.
  * @seen_at: evd->cq_polls of that poll.
- * @orphan: kevd_cq_flush_qp() gave up, and @qp is destroyed: its
- *	completions still in the CQ are converted without it (ep_context
- *	NULL). Freed when its markers are in, or (none to come) when a poll
- *	finds the CQ empty, or with the CQ (kevd_cq_destroy()).
+ * @orphan: kevd_cq_flush_qp() gave up, and @qp goes: its completions
+ *	still in the CQ are converted without it (ep_context NULL). Freed
+ *	when its markers are in, or when a poll begun after @destroyed (at
+ *	@since) finds the CQ empty, or with the CQ (kevd_cq_destroy()).
+ * @destroyed: an orphan's QP is destroyed (kevd_cq_qp_gone()).
  * @grown: slots the drain added to a full ring (its owner only).
  *
  * The markers' wr_ids are the record's address (send) and the next
@@ -786,11 +787,13 @@ struct kevd_qp_drain {
 	u32 since;
 	u32 seen_at;
 	bool orphan;
+	bool destroyed;
 	u32 grown;
 };
 
 /* dto/drain.c */
 void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error);
+void kevd_cq_qp_gone(struct kevd *evd, struct ib_qp *qp);
 
 /* dto/wc.c: kevd_wc_to_event(), kevd_wc_status(), kevd_wc_opcode() are public */
 

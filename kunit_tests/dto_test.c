@@ -1287,7 +1287,8 @@ static void kevd_dto_gate_holds_qp(struct kunit *test)
  * frees it. The QP's completions still in the CQ are converted later:
  * they must not read the freed QP. They come, in order, with no
  * ep_context. (Not in error, on no real CQ: no markers, as for a QP that
- * could not go to error.)
+ * could not go to error.) Once the CQ was found empty after the destroy,
+ * a QP made at the same address is read again.
  */
 static void kevd_dto_flush_gives_up(struct kunit *test)
 {
@@ -1300,7 +1301,7 @@ static void kevd_dto_flush_gives_up(struct kunit *test)
 	int i;
 
 	qa = kunit_kzalloc(test, sizeof(*qa), GFP_KERNEL);
-	qb = kzalloc(sizeof(*qb), GFP_KERNEL);	/* freed as destroyed */
+	qb = kunit_kzalloc(test, sizeof(*qb), GFP_KERNEL);
 	KUNIT_ASSERT_TRUE(test, qa && qb);
 	qa->qp_context = qa;
 	qb->qp_context = qb;
@@ -1323,8 +1324,9 @@ static void kevd_dto_flush_gives_up(struct kunit *test)
 	kevd_test_flush_pollers(test);
 	KUNIT_EXPECT_EQ(test, fake_cq_count(kevd_cq(evd)), 2U);
 	kevd_cq_flush_qp(evd, qb, false);	/* gives up, with a warning */
-	memset(qb, 0x6b, sizeof(*qb));		/* what a reader would find */
-	kfree(qb);
+	/* destroyed: what a reader of the freed QP would find */
+	memset(qb, 0x6b, sizeof(*qb));
+	kevd_cq_qp_gone(evd, qb);		/* as rdma_destroy_qp() returns */
 	kevd_cq_ungate(evd, &gate);
 	for (i = 0; i < 3; i++) {
 		KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
@@ -1334,6 +1336,15 @@ static void kevd_dto_flush_gives_up(struct kunit *test)
 		KUNIT_EXPECT_PTR_EQ(test, ev.dto.ep_context,
 				    i ? NULL : (void *)qa);
 	}
+	/* the CQ found empty: a new QP made at B's address is read again */
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	memset(qb, 0, sizeof(*qb));
+	qb->qp_context = qb;
+	gate_add(test, kevd_cq(evd), qb, 3);
+	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 3ULL);
+	KUNIT_EXPECT_PTR_EQ(test, ev.dto.ep_context, (void *)qb);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 	fake_hca_destroy(hca);
 }
