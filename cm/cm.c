@@ -597,6 +597,8 @@ static int kevd_cm_removal(struct kevd_cm *cm, struct rdma_cm_id *id,
 		if (!kevd_cr_claim((void *)(unsigned long)READ_ONCE(cm->handle),
 				   true))
 			return 0;
+		/* first: rdma_cm's own reject would be the consumer's */
+		kevd_cm_refuse(id, KEVD_REJ_NO_LISTENER, 0);
 		kevd_cm_destroy_qp(cm, kevd_cm_qp_error(id));
 		kevd_cm_release(cm);
 		return -ENODEV;
