@@ -1198,6 +1198,35 @@ static void gate_add(struct kunit *test, struct ib_cq *cq, struct ib_qp *qp,
 }
 
 /*
+ * Two fake QPs whose context is themselves, and an EVD of @flags with a
+ * CQ they complete into, on a new fake HCA (*@hca); upcalls disabled.
+ */
+static struct kevd *gate_env(struct kunit *test, u32 flags,
+			     struct fake_hca **hca, struct ib_qp **qa,
+			     struct ib_qp **qb)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	*qa = kunit_kzalloc(test, sizeof(**qa), GFP_KERNEL);
+	*qb = kunit_kzalloc(test, sizeof(**qb), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, *qa && *qb);
+	(*qa)->qp_context = *qa;
+	(*qb)->qp_context = *qb;
+	*hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.cq_depth = 256;
+	attr.flags = flags;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.cpu = 0;
+	evd = kevd_create(fake_hca_ibdev(*hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
+/*
  * The CM binding's gate (an endpoint before its ESTABLISHED): the first
  * completion of the gated QP A is parked and the CQ behind it waits (so
  * does B's DISCONNECTED, held behind the CQ); B's completions ahead of
@@ -1219,29 +1248,16 @@ static void kevd_dto_gate_holds_qp(struct kunit *test)
 	struct ib_qp *qa, *qb;
 	struct kevd_gate gate;
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	struct kevd_param *p = kunit_kzalloc(test, sizeof(*p), GFP_KERNEL);
 	struct kevd_event ev;
 	struct kevd *evd;
 	int i;
 
-	qa = kunit_kzalloc(test, sizeof(*qa), GFP_KERNEL);
-	qb = kunit_kzalloc(test, sizeof(*qb), GFP_KERNEL);
-	KUNIT_ASSERT_TRUE(test, qa && qb && p);
-	qa->qp_context = qa;
-	qb->qp_context = qb;
+	KUNIT_ASSERT_NOT_NULL(test, p);
+	evd = gate_env(test, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, &hca, &qa,
+		       &qb);
 	est.connection.ep = qa;
 	disc.connection.ep = qb;
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 64;
-	attr.cq_depth = 256;
-	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	attr.cpu = 0;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
 
 	kevd_cq_gate(evd, &gate, qa);
 	for (i = 0; i < ARRAY_SIZE(of_a); i++)
@@ -1295,26 +1311,11 @@ static void kevd_dto_flush_gives_up(struct kunit *test)
 	struct ib_qp *qa, *qb;
 	struct kevd_gate gate;
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	struct kevd_event ev;
 	struct kevd *evd;
 	int i;
 
-	qa = kunit_kzalloc(test, sizeof(*qa), GFP_KERNEL);
-	qb = kunit_kzalloc(test, sizeof(*qb), GFP_KERNEL);
-	KUNIT_ASSERT_TRUE(test, qa && qb);
-	qa->qp_context = qa;
-	qb->qp_context = qb;
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 64;
-	attr.cq_depth = 256;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	attr.cpu = 0;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = gate_env(test, KEVD_DTO_FLAG, &hca, &qa, &qb);
 
 	/* A0 parks and holds the CQ: B1 and B2 wait behind it */
 	kevd_cq_gate(evd, &gate, qa);
