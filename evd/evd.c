@@ -540,36 +540,31 @@ static u32 __kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
 }
 
 /*
- * From inside an upcall of @evd, the rest of its batch, which comes
- * before the ring (kevd_batch_take()); one load when no upcall of @evd
- * runs.
+ * Take up to @max events: from inside an upcall of @evd, first the rest
+ * of its batch, which comes before the ring (kevd_batch_take()); one
+ * load when no upcall of @evd runs. Then the ring, and with @pull the CQ
+ * too (__kevd_take_or_pull()), or the ring alone (kevd_take()).
  */
-static u32 kevd_take_rest(struct kevd *evd, struct kevd_event *evs, u32 max)
+static __always_inline u32 kevd_take_rest_first(struct kevd *evd,
+						struct kevd_event *evs,
+						u32 max, bool pull)
 {
-	if (likely(!atomic_read(&evd->upcalls_running)))
-		return 0;
-	return kevd_batch_take(evd, evs, max);
+	u32 got = 0;
+
+	if (unlikely(atomic_read(&evd->upcalls_running))) {
+		got = kevd_batch_take(evd, evs, max);
+		if (got == max)
+			return got;
+	}
+	return got + (pull ? __kevd_take_or_pull(evd, evs + got, max - got) :
+			     kevd_take(evd, evs + got, max - got));
 }
 
+/* A dequeue's take: the rest of a running batch, the ring, the CQ. */
 static u32 kevd_take_or_pull(struct kevd *evd, struct kevd_event *evs,
 			     u32 max)
 {
-	u32 got = kevd_take_rest(evd, evs, max);
-
-	if (got == max)
-		return got;
-	return got + __kevd_take_or_pull(evd, evs + got, max - got);
-}
-
-/* kevd_take(), a running upcall's rest first. */
-static u32 kevd_take_batch_first(struct kevd *evd, struct kevd_event *evs,
-				 u32 max)
-{
-	u32 got = kevd_take_rest(evd, evs, max);
-
-	if (got == max)
-		return got;
-	return got + kevd_take(evd, evs + got, max - got);
+	return kevd_take_rest_first(evd, evs, max, true);
 }
 
 /* The events a take here would see: the ring's, and a batch's rest. */
@@ -988,7 +983,7 @@ static u32 kevd_wait_fast(struct kevd *evd, u32 threshold,
 		kevd_pull(evd);
 	if (kevd_take_count(evd) < threshold)
 		return 0;
-	return kevd_take_batch_first(evd, evs, n);
+	return kevd_take_rest_first(evd, evs, n, false);
 }
 
 static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps)
@@ -1138,7 +1133,8 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 			break;
 		}
 		/* Another consumer may have taken them: wait on. */
-		got = kevd_take_batch_first(evd, evs, min_t(u32, n, INT_MAX));
+		got = kevd_take_rest_first(evd, evs, min_t(u32, n, INT_MAX),
+					   false);
 		if (got) {
 			ret = got;
 			break;
