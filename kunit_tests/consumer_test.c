@@ -2394,6 +2394,17 @@ static struct kevd *si_evd(struct kunit *test, struct fake_hca *hca,
 	return evd;
 }
 
+/* si_evd() on a new fake HCA (*@hca), its upcall @up called with @ctx. */
+static struct kevd *si_hca_evd(struct kunit *test, struct fake_hca **hca,
+			       u32 qlen, u32 cq_depth, struct kevd_upcall up,
+			       void *ctx)
+{
+	*hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *hca);
+	up.ctx = ctx;
+	return si_evd(test, *hca, qlen, cq_depth, up);
+}
+
 /**
  * struct raw_cons - a SINGLE_INSTANCE consumer with the raw flavour.
  * @evd: its EVD.
@@ -4446,10 +4457,7 @@ static void kevd_consumer_post_during_poll(struct kunit *test)
 
 	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, c);
-	up.ctx = c;
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	c->evd = si_evd(test, hca, 16, 16, up);
+	c->evd = si_hca_evd(test, &hca, 16, 16, up, c);
 	cq = kevd_cq(c->evd);
 	KUNIT_ASSERT_TRUE(test, cq_wait_armed(cq));	/* idle */
 	fake_cq_set_poll_hook(cq, race_poll_hook, c);
@@ -4518,10 +4526,7 @@ static void kevd_consumer_wait_inside_upcall(struct kunit *test)
 
 	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, c);
-	up.ctx = c;
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	c->evd = si_evd(test, hca, 16, 16, up);
+	c->evd = si_hca_evd(test, &hca, 16, 16, up, c);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(c->evd, NULL), 0);
 	KUNIT_ASSERT_TRUE(test, kevd_test_wait_count(&c->calls, 1));
 	KUNIT_EXPECT_EQ(test, c->rc, -EDEADLK);
