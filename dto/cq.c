@@ -246,6 +246,26 @@ static void kevd_cq_forget_qp(struct kevd *evd, struct ib_wc *wc)
 	}
 }
 
+/**
+ * kevd_cq_convert_orphaned() - kevd_cq_convert() while a drain runs.
+ * @evd: the EVD whose CQ @wc came from.
+ * @wc: the completion.
+ * @ev: the event.
+ *
+ * Context: the owner of @evd, or an upcall of it; takes evd->lock.
+ */
+void kevd_cq_convert_orphaned(struct kevd *evd, const struct ib_wc *wc,
+			      struct kevd_event *ev)
+{
+	struct ib_wc copy = *wc;
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	kevd_cq_forget_qp(evd, &copy);
+	spin_unlock_irqrestore(&evd->lock, flags);
+	kevd_wc_to_event(&copy, ev);
+}
+
 /* Take the drain markers out of @got completions; return those left. */
 static int kevd_cq_take_markers(struct kevd *evd, struct ib_wc *wcs, int got)
 {

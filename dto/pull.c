@@ -404,14 +404,12 @@ void kevd_pull_leave(struct kevd *evd)
 static void kevd_batch_event(const struct kevd_batch *b, u32 i,
 			     struct kevd_event *ev)
 {
-	if (b->claim) {
+	if (b->claim)
 		*ev = b->claim->slots[(b->claim->first + i) & b->claim->mask];
-	} else if (b->wcs) {
-		kevd_wc_to_event(&b->wcs[i], ev);
-		ev->evd = b->evd;
-	} else {
+	else if (b->wcs)
+		kevd_cq_convert(b->evd, &b->wcs[i], ev);
+	else
 		*ev = b->evs[i];
-	}
 }
 
 /**

@@ -738,6 +738,33 @@ struct kevd_gate {
 
 int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs);
 u32 kevd_cq_requeue(struct kevd *evd, const struct ib_wc *wcs, u32 n);
+void kevd_cq_convert_orphaned(struct kevd *evd, const struct ib_wc *wc,
+			      struct kevd_event *ev);
+
+/**
+ * kevd_cq_convert() - a completion polled earlier, as an event of @evd.
+ * @evd: the EVD whose CQ it came from.
+ * @wc: the completion.
+ * @ev: the event.
+ *
+ * For completions a batch holds across upcalls (a direct delivery, its
+ * give-back, a dequeue inside one of its upcalls): an upcall may block
+ * while kevd_cq_flush_qp() gives up on their QP and the QP is destroyed,
+ * so an orphan's QP is not read (dto/cq.c). One load while no drain
+ * runs.
+ *
+ * Context: the owner of @evd, or an upcall of it.
+ */
+static inline void kevd_cq_convert(struct kevd *evd, const struct ib_wc *wc,
+				   struct kevd_event *ev)
+{
+	if (likely(!READ_ONCE(evd->ndrains)))
+		kevd_wc_to_event(wc, ev);
+	else
+		kevd_cq_convert_orphaned(evd, wc, ev);
+	ev->evd = evd;
+}
+
 void kevd_cq_gate(struct kevd *evd, struct kevd_gate *gate, struct ib_qp *qp);
 void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate);
 u32 kevd_cq_drop_parked(struct kevd *evd);

@@ -1350,6 +1350,79 @@ static void kevd_dto_flush_gives_up(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/**
+ * struct gone_rec - a SINGLE_INSTANCE upcall that holds its first event.
+ * @entered: the first upcall runs.
+ * @release: the test let it go on.
+ * @ctx: the ep_context of each event, in order (written by the upcall).
+ * @n: events seen.
+ */
+struct gone_rec {
+	struct completion entered, release;
+	void *ctx[2];
+	atomic_t n;
+};
+
+static void gone_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct gone_rec *r = ctx;
+	int i = atomic_read(&r->n);
+
+	if (i < ARRAY_SIZE(r->ctx))
+		r->ctx[i] = ev->dto.ep_context;
+	atomic_inc(&r->n);
+	if (!i) {
+		complete(&r->entered);
+		wait_for_completion_timeout(&r->release, 60 * HZ);
+	}
+}
+
+/*
+ * The same, with the completions already polled: the poller delivers two
+ * completions of B straight from the CQ, and the upcall of the first
+ * holds while B's drain gives up and B is destroyed. The second is
+ * converted after that: it must not read B.
+ */
+static void kevd_dto_flush_gives_up_in_batch(struct kunit *test)
+{
+	struct ib_wc wcs[2] = {
+		{ .wr_id = 0, .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV },
+		{ .wr_id = 1, .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV },
+	};
+	struct gone_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct kevd_upcall up = { gone_upcall, r };
+	struct ib_qp *qa, *qb;
+	struct fake_hca *hca;
+	struct kevd *evd;
+	bool ok;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	init_completion(&r->entered);
+	init_completion(&r->release);
+	evd = gate_env(test, KEVD_DTO_FLAG, &hca, &qa, &qb);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd,
+						 KEVD_UPCALL_SINGLE_INSTANCE,
+						 &up, KEVD_UPCALL_INVOC_ANY), 0);
+	wcs[0].qp = qb;
+	wcs[1].qp = qb;
+	/* one burst: one poll takes both */
+	KUNIT_ASSERT_EQ(test, fake_cq_add_burst(kevd_cq(evd), wcs, 2), 2);
+	ok = wait_for_completion_timeout(&r->entered, 60 * HZ);
+	KUNIT_EXPECT_TRUE(test, ok);
+	kevd_cq_flush_qp(evd, qb, false);	/* gives up, with a warning */
+	memset(qb, 0x6b, sizeof(*qb));		/* destroyed */
+	kevd_cq_qp_gone(evd, qb);
+	complete(&r->release);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->n, 2));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_PTR_EQ(test, r->ctx[0], (void *)qb);
+	KUNIT_EXPECT_PTR_EQ(test, r->ctx[1], NULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->n), 2);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* @qp: not in error, on no CQ (the fake HCA has no QPs): no markers */
 struct flush_in_upcall {
 	struct kevd *e;
@@ -2105,6 +2178,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_fence_late_completions),
 	KUNIT_CASE(kevd_dto_flush_from_upcall),
 	KUNIT_CASE(kevd_dto_flush_gives_up),
+	KUNIT_CASE(kevd_dto_flush_gives_up_in_batch),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
 	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_case_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),

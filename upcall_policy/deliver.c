@@ -206,10 +206,8 @@ static void kevd_push_front_wcs(struct kevd *evd, const struct ib_wc *wcs,
 	while (end) {
 		n = min_t(u32, end, KEVD_CONVERT_CHUNK);
 		end -= n;
-		for (i = 0; i < n; i++) {
-			kevd_wc_to_event(&wcs[end + i], &evs[i]);
-			evs[i].evd = evd;
-		}
+		for (i = 0; i < n; i++)
+			kevd_cq_convert(evd, &wcs[end + i], &evs[i]);
 		kevd_push_front(evd, evs, n, true, 0);
 	}
 }
@@ -284,8 +282,7 @@ static __always_inline void kevd_batch_loop(struct kevd_batch *b,
 		}
 		b->pos = i;
 		if (kind == KEVD_BATCH_WCS) {
-			kevd_wc_to_event(&wcs[i], &conv);
-			conv.evd = evd;
+			kevd_cq_convert(evd, &wcs[i], &conv);
 			ev = &conv;
 		} else {
 			ev = &slots[(first + i) & mask];
