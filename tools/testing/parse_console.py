@@ -4,10 +4,12 @@
 
   parse_console.py --target T --console LOG --exit-code RC --expect a,b \
                    --out results.tsv
-      appends one line per test (target, suite, test, pass|fail|skip)
+      appends one line per test (target, suite, test, pass|fail|skip),
+      and what a failure printed to results.tsv.details
   parse_console.py --summary results.tsv
-      prints the table and, last, "N passed, N failed, N skipped";
-      exits 1 if anything failed or nothing ran.
+      prints the table, the failures with what they printed and, last,
+      "N passed, N failed, N skipped"; exits 1 if anything failed or
+      nothing ran.
 """
 import argparse
 import collections
@@ -34,6 +36,14 @@ REPORTS = [
     r'refcount_t: ', r'ODEBUG:', r'Unable to handle kernel',
 ]
 REPORT_RE = re.compile('|'.join(REPORTS))
+
+# What a failing KUnit test printed: KUnit's failure line, the lines of
+# its explanation that follow (Expected ..., the values), and the results
+# of its failed parameter cases. CI shows the end of the output only:
+# the summary prints them just before its last line.
+FAILED_AT = re.compile(r'(EXPECTATION|ASSERTION) FAILED at')
+EXPLAIN_LINES = 3
+DETAILS_PER_TEST = 12
 
 
 def read_console(path):
@@ -101,6 +111,10 @@ def parse(args):
 
     seen = []
     closed = set()
+    details = [(t, 'kevd_console', 'no_bug_warning_lockdep_kasan_kcsan_oops',
+                l.strip()) for l in reports[:3]]
+    pending = []
+    explain = 0
     suite = None
     suite_tests = collections.Counter()
     planned = {}
@@ -121,9 +135,18 @@ def parse(args):
             planned[suite] = int(m.group(2))
             continue
         m = RESULT.match(l)
+        if FAILED_AT.search(l):
+            explain = EXPLAIN_LINES
+            pending.append(l.strip())
+        elif explain and not m:
+            explain -= 1
+            pending.append(l.strip())
         if not m or suite is None:
             continue
+        explain = 0
         indent, verdict, rest = len(m.group(1)), m.group(2), m.group(4)
+        if indent > 4 and verdict == 'not ok':
+            pending.append(l.strip())
         name = re.split(r'\s+#', rest)[0].strip() or '(unnamed)'
         skip = re.search(r'#\s*SKIP', rest, re.IGNORECASE) is not None
         status = 'skip' if skip else ('pass' if verdict == 'ok' else 'fail')
@@ -132,6 +155,9 @@ def parse(args):
             suite_tests[suite] += 1
             if status == 'fail':
                 print(f'[{t}] FAIL {suite}.{name}', file=sys.stderr)
+                details += [(t, suite, name, d)
+                            for d in pending[:DETAILS_PER_TEST]]
+            pending = []
         elif indent == 0:
             if status == 'fail' and not any(
                     r[1] == suite and r[3] == 'fail' for r in out):
@@ -157,6 +183,7 @@ def parse(args):
             print(f'[{t}] suite {s} has no result line', file=sys.stderr)
             rec(s, '(suite finished)', 'fail')
     write(args.out, out)
+    write(args.out + '.details', details)
     return 0
 
 
@@ -180,8 +207,19 @@ def summary(path):
     for (t, s), c in per.items():
         print(f"{t:<7} {s:<28} {c['pass']:>6} {c['fail']:>6} {c['skip']:>6}")
     failed = [r for r in rows if r[3] == 'fail']
+    details = collections.defaultdict(list)
+    try:
+        with open(path + '.details', errors='replace') as f:
+            for l in f:
+                parts = l.rstrip('\n').split('\t', 3)
+                if len(parts) == 4:
+                    details[tuple(parts[:3])].append(parts[3])
+    except FileNotFoundError:
+        pass
     for t, s, n, _ in failed:
         print(f'FAILED: {t} {s} {n}')
+        for d in details.get((t, s, n), []):
+            print(f'    {d}')
     total = collections.Counter(r[3] for r in rows)
     print(f"{total['pass']} passed, {total['fail']} failed, "
           f"{total['skip']} skipped")

@@ -111,6 +111,40 @@ def fixture_test(name, update):
     return ok
 
 
+# What the summary prints for failures.log's failed tests, in order, and
+# then its last line: CI shows only the end of the output.
+FAILURE_DETAILS = [
+    'FAILED: uml kevd_api kevd_api_resize',
+    '    # kevd_api_resize: EXPECTATION FAILED at kunit_tests/api_test.c:201',
+    '    Expected q.qlen == 512, but',
+    '    q.qlen == 256 (0x100)',
+    'FAILED: uml kevd_dto kevd_dto_race_closed',
+    '    # lenient_report_wait: EXPECTATION FAILED at '
+    'kunit_tests/dto_test.c:377',
+    '    not ok 2 lenient_report_wait',
+    'FAILED: uml kevd_dto@defer_arm=64 (suite)',
+]
+
+
+def failure_details_test():
+    _, meta, _ = read_expected(os.path.join(FIXTURES, 'failures.expected'))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, 'results.tsv')
+        open(out, 'w').close()
+        run('--console', os.path.join(FIXTURES, 'failures.log'), '--out',
+            out, *meta['args'].split())
+        _, sout, _ = run('--summary', out)
+    lines = sout.splitlines()
+    at = lines.index(FAILURE_DETAILS[0]) if FAILURE_DETAILS[0] in lines \
+        else 0
+    ok = check('failure_details', FAILURE_DETAILS,
+               lines[at:at + len(FAILURE_DETAILS)])
+    if not lines or not lines[-1].endswith(' skipped'):
+        print('# failure_details: the count is not the last line')
+        ok = False
+    return ok
+
+
 def report_test(kind, clean_meta, clean_rows):
     with open(os.path.join(FIXTURES, 'reports', kind + '.txt')) as f:
         report = f.read().splitlines()
@@ -160,6 +194,7 @@ def main():
         tests += [(f'report_{k}',
                    lambda k=k: report_test(k, clean_meta, clean_rows))
                   for k in kinds]
+        tests.append(('failure_details', failure_details_test))
         # the clean consoles must pass --sanitizers-only (kevd-test run)
         for n in ('uml_clean', 'smp_noise'):
             tests.append((f'sanitizers_only_{n}', lambda n=n: run(
