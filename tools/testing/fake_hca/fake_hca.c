@@ -12,6 +12,7 @@
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/smp.h>
+#include <linux/wait_bit.h>
 #include "fake_hca.h"
 
 struct fake_hca {
@@ -32,6 +33,7 @@ struct fake_cq {
 	enum ib_cq_notify_flags armed;
 	fake_cq_arm_hook hook;
 	void *hook_ctx;
+	atomic_t hooks_running;	/* arm hooks called and not returned */
 	fake_cq_poll_hook poll_hook;	/* published after its argument */
 	void *poll_hook_ctx;
 	fake_cq_resize_hook resize_hook;	/* set while nothing resizes */
@@ -283,13 +285,21 @@ static int fake_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags how)
 	void *hook_ctx;
 	int ret = 0;
 
-	/* Hook and argument together: a clear may come in between. */
+	/*
+	 * Hook and argument together, counted as running under the lock: a
+	 * clear may come in between, and waits for the hook to return.
+	 */
 	spin_lock_irqsave(&fcq->lock, flags);
 	hook = fcq->hook;
 	hook_ctx = fcq->hook_ctx;
-	spin_unlock_irqrestore(&fcq->lock, flags);
 	if (hook)
+		atomic_inc(&fcq->hooks_running);
+	spin_unlock_irqrestore(&fcq->lock, flags);
+	if (hook) {
 		hook(ibcq, hook_ctx);
+		if (atomic_dec_and_test(&fcq->hooks_running))
+			wake_up_var(&fcq->hooks_running);
+	}
 
 	spin_lock_irqsave(&fcq->lock, flags);
 	fcq->st.arms++;
@@ -663,6 +673,12 @@ EXPORT_SYMBOL_GPL(fake_cq_add_cookie);
  * @cq: a fake CQ.
  * @hook: the hook, or NULL.
  * @ctx: its argument.
+ *
+ * Clearing (@hook NULL) returns once the hooks that arms already called
+ * have returned: what they added is in the CQ and counted, and their
+ * argument may go away.
+ *
+ * Context: process context; sleeps when clearing, so not from a hook.
  */
 void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx)
 {
@@ -673,6 +689,11 @@ void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx)
 	fcq->hook = hook;
 	fcq->hook_ctx = ctx;
 	spin_unlock_irqrestore(&fcq->lock, flags);
+	if (!hook) {
+		might_sleep();
+		wait_var_event(&fcq->hooks_running,
+			       !atomic_read(&fcq->hooks_running));
+	}
 }
 EXPORT_SYMBOL_GPL(fake_cq_set_arm_hook);
 
