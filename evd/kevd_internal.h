@@ -177,8 +177,9 @@ struct kevd_claim {
  * handler's are atomics).
  * direct: DTO events delivered straight from the CQ (kevd_deliver_direct(),
  * and a batch call's pull, kevd_pull_into()), counted here as posted and
- * delivered; max_direct: the largest such batch (for a pull, the most one
- * call took that way).
+ * delivered once handed to the consumer (a direct batch before its
+ * upcalls; its give-back takes them off again); max_direct: the largest
+ * such batch (for a pull, the most one call took that way).
  */
 struct kevd_poll_stats {
 	u64 upcalls;

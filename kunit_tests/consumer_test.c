@@ -2947,6 +2947,79 @@ static void kevd_consumer_counts_balance(struct kunit *test)
 			before->discarded);
 }
 
+/**
+ * struct handed_cons - a SINGLE_INSTANCE upcall that reads its counters.
+ * @evd: its EVD.
+ * @seen: events its upcall got, per stream.
+ * @behind: upcalls whose kevd_query() counted fewer delivered (or posted)
+ *	events of their stream than the upcall had got, its own included.
+ * @errors: failed queries, and events of neither stream.
+ */
+struct handed_cons {
+	struct kevd *evd;
+	atomic_t seen[KEVD_NR_STREAMS];
+	atomic_t behind;
+	atomic_t errors;
+};
+
+static void handed_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct handed_cons *c = ctx;
+	struct kevd_param p;
+	int s, seen;
+
+	if (ev->event_number == KEVD_DTO_COMPLETION_EVENT) {
+		s = KEVD_STREAM_DTO;
+	} else if (ev->event_number == KEVD_SOFTWARE_EVENT) {
+		s = KEVD_STREAM_SOFTWARE;
+	} else {
+		atomic_inc(&c->errors);
+		return;
+	}
+	seen = atomic_inc_return(&c->seen[s]);
+	if (kevd_query(c->evd, &p))
+		atomic_inc(&c->errors);
+	else if (p.stats.delivered[s] < seen || p.stats.posted[s] < seen)
+		atomic_inc(&c->behind);
+}
+
+/*
+ * "delivered" counts an event once it is handed to the consumer: an
+ * upcall that queries its EVD finds its own event counted, whether it
+ * came straight from the CQ (the direct path of an empty ring) or from
+ * the ring; so does a thread it tells.
+ */
+static void kevd_consumer_counts_handed(struct kunit *test)
+{
+	struct handed_cons *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	struct kevd_upcall up = { .func = handed_upcall };
+	struct fake_hca *hca;
+	struct kevd_param p;
+	int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	c->evd = si_hca_evd(test, &hca, 16, 64, up, c);
+	for (i = 0; i < 32; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(c->evd)), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&c->seen[KEVD_STREAM_DTO],
+						     32));
+	for (i = 0; i < 8; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(c->evd, NULL), 0);
+	KUNIT_EXPECT_TRUE(test,
+			  kevd_test_wait_count(&c->seen[KEVD_STREAM_SOFTWARE],
+					       8));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(c->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->errors), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->behind), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(c->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_DTO], 32ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[KEVD_STREAM_DTO], 32ULL);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_SOFTWARE], 8ULL);
+	KUNIT_EXPECT_EQ(test, kevd_free(c->evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- a randomized, model-checked stress ---------------------------------- */
 
 static unsigned long consumer_seed;
@@ -4593,6 +4666,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_poll_failure),
 	KUNIT_CASE(kevd_consumer_backpressure_with_upcalls),
 	KUNIT_CASE(kevd_consumer_counts_balance),
+	KUNIT_CASE(kevd_consumer_counts_handed),
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_random, rnd_kind_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
 	{}

@@ -231,12 +231,15 @@ void kevd_batch_return(struct kevd_batch *b, u32 from)
 
 	if (!k)
 		return;
-	if (b->claim)
+	if (b->claim) {
 		kevd_ring_unclaim(&evd->ring, b->claim, from);
-	else if (b->wcs)
+	} else if (b->wcs) {
+		/* a direct batch, counted when handed (kevd_deliver_direct()) */
+		evd->postats.direct -= k;
 		kevd_push_front_wcs(evd, b->wcs + from, k);
-	else
+	} else {
 		kevd_push_front(evd, b->evs + from, k, false, b->first + from);
+	}
 	b->n = from;
 	kevd_wake_waiter(evd);
 }
@@ -466,6 +469,12 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 	}
 	b.gen = d->gen;		/* the session's, set when it opened */
 	b.n = n;
+	/*
+	 * Delivered once handed to the upcalls, as from the ring: one that
+	 * queries finds its own event counted. A give-back takes its events
+	 * off again (kevd_batch_return()).
+	 */
+	evd->postats.direct += n;
 	if (d->upcall.wc_func) {
 		done = kevd_batch_run_wcs(p, &b, &d->upcall);
 		evd->postats.upcalls += !!done;	/* one invocation */
@@ -474,7 +483,6 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 		evd->postats.upcalls += done;
 	}
 	/* delivered: by its upcall, or by a dequeue inside one */
-	evd->postats.direct += b.n;
 	if (b.n > evd->postats.max_direct)
 		evd->postats.max_direct = b.n;
 	/* polled: those not delivered went back to the ring */

@@ -418,7 +418,9 @@ enum kevd_state {
 /**
  * struct kevd_stats - counters of an EVD (or totals over all EVDs).
  * @posted: events entered into the EVD, per &enum kevd_stream.
- * @delivered: events handed to the consumer, per stream.
+ * @delivered: events handed to the consumer, per stream; counted as a
+ *	batch takes them, before its upcalls run (an upcall that queries
+ *	finds its own event counted).
  * @upcalls: upcall invocations (NOTIFY doorbells included).
  * @notifications: CQ completion notifications received.
  * @empty_notifications: notifications after which the CQ held nothing.
