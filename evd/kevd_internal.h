@@ -452,6 +452,7 @@ void kevd_ring_unclaim(struct kevd_ring *ring, struct kevd_claim *c, u32 from);
 int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
 			 u32 k, bool fresh, u32 orig);
 int kevd_ring_resize(struct kevd_ring *ring, u32 qlen);
+int kevd_ring_grow(struct kevd_ring *ring, u32 k);
 int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev);
 u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued);
 u32 kevd_ring_unfence_flag(struct kevd_ring *ring, u32 *queued, bool *full);

@@ -608,6 +608,51 @@ out:
 	return ret;
 }
 
+/*
+ * kevd_ring_resize(), or with @from (not 0) kevd_ring_grow(): -EAGAIN,
+ * nothing changed, unless the ring still has @from slots when locked.
+ */
+static int __kevd_ring_resize(struct kevd_ring *ring, u32 qlen, u32 from)
+{
+	struct kevd_event *slots, *old;
+	unsigned long flags;
+	u32 size, i;
+	int ret;
+
+	might_sleep();
+	ret = kevd_ring_slots(qlen, ring->headroom, &size);
+	if (ret)
+		return ret;
+	slots = kvcalloc(size, sizeof(*slots), GFP_KERNEL);
+	if (!slots)
+		return -ENOMEM;
+
+	spin_lock_irqsave(&ring->cons_lock, flags);
+	spin_lock(&ring->prod_lock);
+	if (from && ring->mask + 1 != from)
+		ret = -EAGAIN;
+	else if (ring->prod - ring->cons + ring->resv > qlen)
+		ret = -EBUSY;
+	if (ret) {
+		spin_unlock(&ring->prod_lock);
+		spin_unlock_irqrestore(&ring->cons_lock, flags);
+		kvfree(slots);
+		return ret;
+	}
+	for (i = ring->head; i != ring->prod; i++)
+		slots[i & (size - 1)] = ring->slots[i & ring->mask];
+	old = ring->slots;
+	/* A claim reads the array it claimed from: keep that one alive. */
+	if (ring->cons != ring->head && !ring->stale)
+		swap(old, ring->stale);
+	ring->slots = slots;
+	WRITE_ONCE(ring->mask, size - 1);
+	spin_unlock(&ring->prod_lock);
+	spin_unlock_irqrestore(&ring->cons_lock, flags);
+	kvfree(old);
+	return 0;
+}
+
 /**
  * kevd_ring_resize() - change the queue length, keeping every event.
  * @ring: the ring.
@@ -625,39 +670,34 @@ out:
  */
 int kevd_ring_resize(struct kevd_ring *ring, u32 qlen)
 {
-	struct kevd_event *slots, *old;
-	unsigned long flags;
-	u32 size, i;
-	int ret;
+	return __kevd_ring_resize(ring, qlen, 0);
+}
 
-	might_sleep();
-	ret = kevd_ring_slots(qlen, ring->headroom, &size);
-	if (ret)
-		return ret;
-	slots = kvcalloc(size, sizeof(*slots), GFP_KERNEL);
-	if (!slots)
-		return -ENOMEM;
+/**
+ * kevd_ring_grow() - kevd_ring_resize() by @k slots, without resize_mutex.
+ * @ring: the ring.
+ * @k: the slots to add.
+ *
+ * For the owner of the EVD, which does not wait for a consumer's
+ * kevd_resize() in progress (it may hold resize_mutex across the
+ * provider's CQ resize): the size it grows from is read unlocked, and the
+ * resize is done only if no other resize changed the ring meanwhile;
+ * else -EAGAIN, and the caller looks again (the other resize may have
+ * made the room). So a consumer's resize is never undone by one computed
+ * from the size before it.
+ *
+ * Context: process context; may sleep. Takes cons_lock, then prod_lock.
+ * Return: as kevd_ring_resize(), -EAGAIN, or -ENOSPC when the ring is as
+ * large as it gets (nothing allocated: room comes from a take).
+ */
+int kevd_ring_grow(struct kevd_ring *ring, u32 k)
+{
+	u32 size = READ_ONCE(ring->mask) + 1, qlen, grown;
 
-	spin_lock_irqsave(&ring->cons_lock, flags);
-	spin_lock(&ring->prod_lock);
-	if (ring->prod - ring->cons + ring->resv > qlen) {
-		spin_unlock(&ring->prod_lock);
-		spin_unlock_irqrestore(&ring->cons_lock, flags);
-		kvfree(slots);
-		return -EBUSY;
-	}
-	for (i = ring->head; i != ring->prod; i++)
-		slots[i & (size - 1)] = ring->slots[i & ring->mask];
-	old = ring->slots;
-	/* A claim reads the array it claimed from: keep that one alive. */
-	if (ring->cons != ring->head && !ring->stale)
-		swap(old, ring->stale);
-	ring->slots = slots;
-	WRITE_ONCE(ring->mask, size - 1);
-	spin_unlock(&ring->prod_lock);
-	spin_unlock_irqrestore(&ring->cons_lock, flags);
-	kvfree(old);
-	return 0;
+	qlen = min(size + k, (u32)KEVD_MAX_QLEN);
+	if (kevd_ring_slots(qlen, ring->headroom, &grown) || grown <= size)
+		return -ENOSPC;
+	return __kevd_ring_resize(ring, qlen, size);
 }
 
 /* A connection event held back until the CQ has been drained. */

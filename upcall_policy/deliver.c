@@ -158,10 +158,7 @@ static void kevd_deliver_end(struct kevd *evd, int policy)
  */
 static void kevd_make_room(struct kevd *evd, u32 k)
 {
-	u32 qlen = min(kevd_ring_qlen(&evd->ring) + evd->ring.headroom + k,
-		       (u32)KEVD_MAX_QLEN);
-
-	if (kevd_ring_resize(&evd->ring, qlen))
+	if (kevd_ring_grow(&evd->ring, k))
 		cond_resched();
 }
 
