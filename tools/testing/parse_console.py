@@ -37,12 +37,15 @@ REPORTS = [
 ]
 REPORT_RE = re.compile('|'.join(REPORTS))
 
-# What a failing KUnit test printed: KUnit's failure line, the lines of
-# its explanation that follow (Expected ..., the values), and the results
-# of its failed parameter cases. CI shows the end of the output only:
-# the summary prints them just before its last line.
-FAILED_AT = re.compile(r'(EXPECTATION|ASSERTION) FAILED at')
-EXPLAIN_LINES = 3
+# What a failing KUnit test printed: KUnit's failure lines (a failed
+# check, a timeout, a fault), the lines of explanation after each
+# (Expected ..., the two values, a _MSG check's message; a "#" line
+# ends them), and the results of its failed parameter cases, all of
+# those. CI shows the end of the output only: the summary prints them
+# just before its last line.
+FAILED_AT = re.compile(r'(EXPECTATION|ASSERTION) FAILED at|'
+                       r'try (timed out|faulted|crashed)')
+EXPLAIN_LINES = 4
 DETAILS_PER_TEST = 12
 
 
@@ -113,7 +116,7 @@ def parse(args):
     closed = set()
     details = [(t, 'kevd_console', 'no_bug_warning_lockdep_kasan_kcsan_oops',
                 l.strip()) for l in reports[:3]]
-    pending = []
+    pending, cases = [], []
     explain = 0
     suite = None
     suite_tests = collections.Counter()
@@ -138,15 +141,17 @@ def parse(args):
         if FAILED_AT.search(l):
             explain = EXPLAIN_LINES
             pending.append(l.strip())
-        elif explain and not m:
+        elif explain and not m and not l.strip().startswith('#'):
             explain -= 1
             pending.append(l.strip())
+        else:
+            explain = 0
         if not m or suite is None:
             continue
         explain = 0
         indent, verdict, rest = len(m.group(1)), m.group(2), m.group(4)
         if indent > 4 and verdict == 'not ok':
-            pending.append(l.strip())
+            cases.append(l.strip())
         name = re.split(r'\s+#', rest)[0].strip() or '(unnamed)'
         skip = re.search(r'#\s*SKIP', rest, re.IGNORECASE) is not None
         status = 'skip' if skip else ('pass' if verdict == 'ok' else 'fail')
@@ -155,9 +160,12 @@ def parse(args):
             suite_tests[suite] += 1
             if status == 'fail':
                 print(f'[{t}] FAIL {suite}.{name}', file=sys.stderr)
-                details += [(t, suite, name, d)
-                            for d in pending[:DETAILS_PER_TEST]]
-            pending = []
+                lines = pending[:DETAILS_PER_TEST]
+                if len(pending) > DETAILS_PER_TEST:
+                    lines.append(f'... {len(pending) - DETAILS_PER_TEST} '
+                                 'more lines on the console')
+                details += [(t, suite, name, d) for d in lines + cases]
+            pending, cases = [], []
         elif indent == 0:
             if status == 'fail' and not any(
                     r[1] == suite and r[3] == 'fail' for r in out):
