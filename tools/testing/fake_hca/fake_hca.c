@@ -36,6 +36,7 @@ struct fake_cq {
 	atomic_t hooks_running;	/* arm hooks called and not returned */
 	fake_cq_poll_hook poll_hook;	/* published after its argument */
 	void *poll_hook_ctx;
+	atomic_t poll_hooks_running;	/* polls inside the poll hook */
 	fake_cq_resize_hook resize_hook;	/* set while nothing resizes */
 	void *resize_hook_ctx;
 	struct task_struct *firer;
@@ -247,18 +248,34 @@ static int fake_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	return 0;
 }
 
+/*
+ * The poll hook, counted as running before the hook is read again: a
+ * clear either sees the count or makes that read NULL (full barriers on
+ * both sides), and waits until the count is 0.
+ */
+static void fake_cq_run_poll_hook(struct fake_cq *fcq)
+{
+	fake_cq_poll_hook hook;
+
+	atomic_inc(&fcq->poll_hooks_running);
+	smp_mb__after_atomic();	/* pairs with fake_cq_set_poll_hook()'s */
+	hook = smp_load_acquire(&fcq->poll_hook);	/* then its argument */
+	if (hook)
+		hook(&fcq->ibcq, fcq->poll_hook_ctx);
+	if (atomic_dec_and_test(&fcq->poll_hooks_running))
+		wake_up_var(&fcq->poll_hooks_running);
+}
+
 static int fake_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 {
 	struct fake_cq *fcq = to_fcq(ibcq);
-	fake_cq_poll_hook hook;
 	unsigned long flags;
 	int n = 0;
 
 	u32 head;
 
-	hook = smp_load_acquire(&fcq->poll_hook);	/* then its argument */
-	if (unlikely(hook))
-		hook(ibcq, fcq->poll_hook_ctx);
+	if (unlikely(READ_ONCE(fcq->poll_hook)))
+		fake_cq_run_poll_hook(fcq);
 	spin_lock_irqsave(&fcq->lock, flags);
 	fcq->st.polls++;
 	if (fcq->poll_error) {		/* fake_cq_fail_polls(): nothing taken */
@@ -678,7 +695,8 @@ EXPORT_SYMBOL_GPL(fake_cq_add_cookie);
  * have returned: what they added is in the CQ and counted, and their
  * argument may go away.
  *
- * Context: process context; sleeps when clearing, so not from a hook.
+ * Context: process context; sleeps when clearing, so not from a hook,
+ * nor while a hook waits for the caller.
  */
 void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx)
 {
@@ -704,8 +722,12 @@ EXPORT_SYMBOL_GPL(fake_cq_set_arm_hook);
  * @ctx: its argument.
  *
  * Whatever the hook adds (a completion, a notification) comes while the
- * CQ's owner is polling it. Set and cleared by one thread while nothing
- * polls the CQ, or to NULL at any time.
+ * CQ's owner is polling it. Set by one thread while nothing polls the
+ * CQ; cleared (@hook NULL) at any time, returning once the polls inside
+ * the hook have left it: its argument may go away then.
+ *
+ * Context: process context; sleeps when clearing, so not from a hook,
+ * nor while a hook waits for the caller.
  */
 void fake_cq_set_poll_hook(struct ib_cq *cq, fake_cq_poll_hook hook,
 			   void *ctx)
@@ -713,7 +735,11 @@ void fake_cq_set_poll_hook(struct ib_cq *cq, fake_cq_poll_hook hook,
 	struct fake_cq *fcq = to_fcq(cq);
 
 	if (!hook) {
+		might_sleep();
 		WRITE_ONCE(fcq->poll_hook, NULL);
+		smp_mb();	/* pairs with fake_cq_run_poll_hook() */
+		wait_var_event(&fcq->poll_hooks_running,
+			       !atomic_read(&fcq->poll_hooks_running));
 		return;
 	}
 	fcq->poll_hook_ctx = ctx;
