@@ -421,7 +421,9 @@ enum kevd_state {
  * @delivered: events handed to the consumer, per stream; counted as a
  *	batch takes them, before its upcalls run (an upcall that queries
  *	finds its own event counted).
- * @upcalls: upcall invocations (NOTIFY doorbells included).
+ * @upcalls: upcall invocations (NOTIFY doorbells included). Event
+ *	upcalls count as their batch ends (unlike @delivered: one that
+ *	queries may not find itself counted yet), a doorbell as it rings.
  * @notifications: CQ completion notifications received.
  * @empty_notifications: notifications after which the CQ held nothing.
  * @arms: ib_req_notify_cq() calls.
