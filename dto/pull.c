@@ -8,7 +8,9 @@
  *   - kevd_dequeue() and kevd_wait() pull when the ring does not hold what
  *     they need: the consumer takes ownership of the EVD as a poller
  *     would (kevd_poll_try_own(), the NAPI busy-poll rule: only if no
- *     poller owns or has queued it), drains the CQ into the ring within
+ *     poller owns or has queued it; from an upcall of another EVD, also
+ *     one queued for a pass, which may be the caller's own poller's:
+ *     kevd_poll_own_pull()), drains the CQ into the ring within
  *     the poll budget, and, if it found nothing (or a thread waits), arms
  *     the CQ with the extended notify (dto/arm.c) before it lets go,
  *     exactly as a pass does.
@@ -293,7 +295,7 @@ static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to)
 			kevd_schedule(evd);
 		return false;
 	}
-	if (!kevd_poll_try_own(evd))
+	if (!kevd_poll_own_pull(evd))
 		return false;
 	do {
 		clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);

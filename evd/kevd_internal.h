@@ -624,6 +624,7 @@ bool kevd_current_in_upcall(struct kevd *evd);
 bool kevd_poller_owns(struct kevd *evd);
 bool kevd_poll_try_own(struct kevd *evd);
 bool kevd_poll_take(struct kevd *evd);
+bool kevd_poll_own_pull(struct kevd *evd);
 void kevd_poll_release(struct kevd *evd, bool again);
 bool kevd_poll_mark_missed(struct kevd *evd);
 struct kevd_batch *kevd_poller_current_batch(struct kevd *evd);

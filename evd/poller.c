@@ -465,6 +465,26 @@ bool kevd_poll_take(struct kevd *evd)
 	return true;
 }
 
+/**
+ * kevd_poll_own_pull() - own an EVD for a consumer's pull.
+ * @evd: the EVD.
+ *
+ * kevd_poll_try_own(): a pull only takes an EVD nobody owns or has
+ * queued. Except from an upcall of another EVD, on a poller thread: the
+ * pass @evd is queued for may be that very poller's, which cannot come
+ * while the upcall waits for @evd; the pull takes @evd off its queue and
+ * makes the pass itself (kevd_poll_take()).
+ *
+ * Context: process context.
+ * Return: true if the caller now owns @evd.
+ */
+bool kevd_poll_own_pull(struct kevd *evd)
+{
+	if (kevd_poll_try_own(evd))
+		return true;
+	return kevd_current_poller() && kevd_poll_take(evd);
+}
+
 /*
  * Called by @p's own thread: is a dead EVD queued on @p? Its EVDs may
  * have become dead, or been passed to it, since it last looked.

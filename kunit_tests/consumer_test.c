@@ -4552,6 +4552,99 @@ static void kevd_consumer_post_during_poll(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* --- a wait from another EVD's upcall ----------------------------------- */
+
+#define CROSS_WAIT_US	1000000	/* a bound for a failure, not a sync */
+
+/**
+ * struct cross_wait - an upcall of @a that waits on @b.
+ * @a: DTO, SINGLE_INSTANCE; its upcall waits on @b.
+ * @b: DTO, upcalls disabled, served by the same poller as @a.
+ * @fired: the poll hook ran (it runs once).
+ * @rc: what the wait returned.
+ * @cookie: the cookie of the event it got.
+ * @done: the upcall returned.
+ */
+struct cross_wait {
+	struct kevd *a, *b;
+	atomic_t fired;
+	int rc;
+	u64 cookie;
+	struct completion done;
+};
+
+/* At the start of A's poll, on A's poller: a completion for B. */
+static void cross_wait_hook(struct ib_cq *cq, void *ctx)
+{
+	struct cross_wait *w = ctx;
+
+	if (!atomic_xchg(&w->fired, 1))
+		fake_cq_add_cookie(kevd_cq(w->b), 7);
+}
+
+static void cross_wait_upcall(void *ctx, const struct kevd_event *ev,
+			      bool more)
+{
+	struct cross_wait *w = ctx;
+	struct kevd_event got;
+	u32 nmore;
+
+	w->rc = kevd_wait(w->b, CROSS_WAIT_US, 1, &got, &nmore);
+	if (!w->rc)
+		w->cookie = got.dto.cookie;
+	complete(&w->done);
+}
+
+/*
+ * An upcall of A waits on B, whose completion came while A's poller was
+ * in its pass over A: B was queued for a pass of that very poller, which
+ * cannot come while the upcall waits. The wait takes B's completion
+ * itself, as it would from any thread.
+ */
+static void kevd_consumer_wait_from_other_upcall(struct kunit *test)
+{
+	struct cross_wait *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	init_completion(&w->done);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.cpu = 0;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	w->b = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->b);
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = (struct kevd_upcall){ cross_wait_upcall, w };
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	w->a = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->a);
+
+	/* B idle and armed (a pull that finds nothing arms), A idle */
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
+	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(w->b)));
+	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(w->a)));
+	fake_cq_set_poll_hook(kevd_cq(w->a), cross_wait_hook, w);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->a), 1), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
+			0);
+	fake_cq_set_poll_hook(kevd_cq(w->a), NULL, NULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&w->fired), 1);
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	KUNIT_EXPECT_EQ(test, w->cookie, 7ULL);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(w->a, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->a), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->b), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- a wait inside the upcall ------------------------------------------- */
 
 /**
@@ -4633,6 +4726,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_many_give_back_order),
 	KUNIT_CASE(kevd_consumer_drain_in_upcall),
 	KUNIT_CASE(kevd_consumer_wait_batch_in_upcall),
+	KUNIT_CASE(kevd_consumer_wait_from_other_upcall),
 	KUNIT_CASE(kevd_consumer_post_during_poll),
 	KUNIT_CASE(kevd_consumer_wait_inside_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
