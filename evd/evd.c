@@ -1031,7 +1031,7 @@ static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
 	WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_WAITED);
 	/* a notification the handler gave the waiter goes to a poller */
 	kevd_pull_leave(evd);
-	*nmore = kevd_ring_count(&evd->ring);
+	*nmore = kevd_take_count(evd);
 	trace_kevd_wait_end(evd, ret, *nmore);
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
@@ -1056,7 +1056,8 @@ static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
  * With @threshold 1 that take is kevd_dequeue_batch()'s: what the ring
  * holds, topped up from the CQ up to @n. Inside an upcall of @evd, the
  * events its batch took for the invocations after the running one count
- * toward @threshold and come first, as for kevd_dequeue().
+ * toward @threshold and come first, as for kevd_dequeue(), and count in
+ * @nmore.
  *
  * Context: process context; sleeps, but not from an upcall of @evd
  * (which may disable upcalls and then wait with a timeout of 0 only).
@@ -1086,7 +1087,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 	if (kevd_wait_fast_ok(evd, threshold)) {
 		got = kevd_wait_fast(evd, threshold, evs, min_t(u32, n, INT_MAX));
 		if (got) {
-			*nmore = kevd_ring_count(&evd->ring);
+			*nmore = kevd_take_count(evd);
 			trace_kevd_wait_end(evd, got, *nmore);
 			return got;
 		}

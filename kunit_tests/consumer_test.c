@@ -4388,10 +4388,12 @@ static void kevd_consumer_drain_in_upcall(struct kunit *test)
  * @c: what it saw.
  * @entered: its first upcall runs.
  * @release: the test thread has disabled upcalls meanwhile.
+ * @nmore_errors: waits whose @nmore was not what was left to take.
  */
 struct drain_wait {
 	struct drain_cons c;
 	struct completion entered, release;
+	atomic_t nmore_errors;
 };
 
 /*
@@ -4419,6 +4421,9 @@ static void drain_wait_upcall(void *ctx, const struct kevd_event *ev,
 			drain_seen(&w->c, &e[i]);
 			atomic_inc(&w->c.dequeued);
 		}
+		/* the batch's rest and the ring: nothing else posts */
+		if (nmore != DRAIN_SW - atomic_read(&w->c.total))
+			atomic_inc(&w->nmore_errors);
 	}
 }
 
@@ -4426,8 +4431,8 @@ static void drain_wait_upcall(void *ctx, const struct kevd_event *ev,
  * A wait for two or more events from inside a SINGLE_INSTANCE upcall,
  * after another thread disabled upcalls, returns the events that the
  * upcall's batch had taken before the ring's: they count toward the
- * threshold, come in order, each once. The last event, one short of the
- * threshold, stays queued for the thread.
+ * threshold, come in order, each once, and in @nmore. The last event,
+ * one short of the threshold, stays queued for the thread.
  */
 static void kevd_consumer_wait_batch_in_upcall(struct kunit *test)
 {
@@ -4459,6 +4464,7 @@ static void kevd_consumer_wait_batch_in_upcall(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(w->c.evd, KEVD_UPCALL_TEARDOWN,
 						 NULL, 0), 0);
 	KUNIT_EXPECT_EQ(test, atomic_read(&w->c.dequeued), DRAIN_SW - 2);
+	KUNIT_EXPECT_EQ(test, atomic_read(&w->nmore_errors), 0);
 	KUNIT_ASSERT_EQ(test, kevd_dequeue(w->c.evd, &ev), 0);
 	drain_seen(&w->c, &ev);
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->c.evd, &ev), -EAGAIN);
