@@ -828,7 +828,9 @@ EXPORT_SYMBOL_GPL(kevd_post_ib_event);
  * Return: 0, -EINVAL for a bad argument or an EVD that kevd_free() is
  * freeing (while that free waits; after it returned the EVD is gone, as
  * for any call), -EBUSY when the queued events do
- * not fit in @qlen or a thread waits for more events than @qlen, -ENOMEM,
+ * not fit in @qlen or a thread waits for more events than the queue
+ * length the resize would give (@qlen rounded up, as kevd_query() then
+ * reports it), -ENOMEM,
  * or the error of ib_resize_cq() (-EOPNOTSUPP where the provider has none).
  */
 int kevd_resize(struct kevd *evd, u32 qlen)
