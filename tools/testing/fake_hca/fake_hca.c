@@ -248,6 +248,20 @@ static int fake_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	return 0;
 }
 
+/* A hook counted in @running returned: wake a clear waiting for it. */
+static void fake_hook_done(atomic_t *running)
+{
+	if (atomic_dec_and_test(running))
+		wake_up_var(running);
+}
+
+/* A clear waits until no hook counted in @running runs. */
+static void fake_hooks_wait(atomic_t *running)
+{
+	might_sleep();
+	wait_var_event(running, !atomic_read(running));
+}
+
 /*
  * The poll hook, counted as running before the hook is read again: a
  * clear either sees the count or makes that read NULL (full barriers on
@@ -262,8 +276,7 @@ static void fake_cq_run_poll_hook(struct fake_cq *fcq)
 	hook = smp_load_acquire(&fcq->poll_hook);	/* then its argument */
 	if (hook)
 		hook(&fcq->ibcq, fcq->poll_hook_ctx);
-	if (atomic_dec_and_test(&fcq->poll_hooks_running))
-		wake_up_var(&fcq->poll_hooks_running);
+	fake_hook_done(&fcq->poll_hooks_running);
 }
 
 static int fake_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
@@ -314,8 +327,7 @@ static int fake_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags how)
 	spin_unlock_irqrestore(&fcq->lock, flags);
 	if (hook) {
 		hook(ibcq, hook_ctx);
-		if (atomic_dec_and_test(&fcq->hooks_running))
-			wake_up_var(&fcq->hooks_running);
+		fake_hook_done(&fcq->hooks_running);
 	}
 
 	spin_lock_irqsave(&fcq->lock, flags);
@@ -707,11 +719,8 @@ void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx)
 	fcq->hook = hook;
 	fcq->hook_ctx = ctx;
 	spin_unlock_irqrestore(&fcq->lock, flags);
-	if (!hook) {
-		might_sleep();
-		wait_var_event(&fcq->hooks_running,
-			       !atomic_read(&fcq->hooks_running));
-	}
+	if (!hook)
+		fake_hooks_wait(&fcq->hooks_running);
 }
 EXPORT_SYMBOL_GPL(fake_cq_set_arm_hook);
 
@@ -735,11 +744,9 @@ void fake_cq_set_poll_hook(struct ib_cq *cq, fake_cq_poll_hook hook,
 	struct fake_cq *fcq = to_fcq(cq);
 
 	if (!hook) {
-		might_sleep();
 		WRITE_ONCE(fcq->poll_hook, NULL);
 		smp_mb();	/* pairs with fake_cq_run_poll_hook() */
-		wait_var_event(&fcq->poll_hooks_running,
-			       !atomic_read(&fcq->poll_hooks_running));
+		fake_hooks_wait(&fcq->poll_hooks_running);
 		return;
 	}
 	fcq->poll_hook_ctx = ctx;
