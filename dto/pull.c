@@ -20,6 +20,11 @@
  *     marks it KEVD_POLL_MISSED instead, and that owner makes one more
  *     pass. The wait sleeps until a notification is pending and nobody
  *     owns the EVD (kevd_pull_pending()), then pulls.
+ *   - A wait inside an upcall of another EVD, on a poller thread, also
+ *     wakes and pulls when the EVD is queued for a pass of its own
+ *     poller (kevd_pull_due()), which cannot come while the upcall
+ *     waits: the pass its own pull hands on when every poller is inside
+ *     an upcall is queued there (evd/poller.c, kevd_poller_target()).
  *   - A waiter that leaves with a notification pending and nobody owning
  *     the EVD schedules it (kevd_pull_leave()): a poller still covers
  *     EVDs nobody waits on, so no completion stays in the CQ unnoticed,
@@ -381,6 +386,24 @@ bool kevd_pull_pending(struct kevd *evd)
 
 	return (val & BIT(KEVD_POLL_NOTIFIED)) &&
 	       !(val & (BIT(KEVD_POLL_SCHED) | BIT(KEVD_POLL_DEAD)));
+}
+
+/**
+ * kevd_pull_due() - should a sleeping waiter wake up and pull?
+ * @evd: the EVD.
+ *
+ * kevd_pull_pending(), or (from an upcall of another EVD) @evd waits for
+ * a pass of the waiter's own poller, which only the waiter can make now
+ * (kevd_poll_queued_here()): its pull takes @evd off the queue. Only
+ * for an EVD with a CQ, which a pull passes over.
+ *
+ * Context: process context (a wait condition); takes a poller's lock.
+ * Return: true when the waiter should pull.
+ */
+bool kevd_pull_due(struct kevd *evd)
+{
+	return kevd_pull_pending(evd) ||
+	       (evd->cq && kevd_poll_queued_here(evd));
 }
 
 /**

@@ -1123,7 +1123,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 			}
 			left = wait_event_interruptible_timeout(evd->wq,
 								kevd_wait_ready(evd, threshold) ||
-								kevd_pull_pending(evd),
+								kevd_pull_due(evd),
 								left);
 			if (left < 0) {
 				ret = left;

@@ -625,6 +625,7 @@ bool kevd_poller_owns(struct kevd *evd);
 bool kevd_poll_try_own(struct kevd *evd);
 bool kevd_poll_take(struct kevd *evd);
 bool kevd_poll_own_pull(struct kevd *evd);
+bool kevd_poll_queued_here(struct kevd *evd);
 void kevd_poll_release(struct kevd *evd, bool again);
 bool kevd_poll_mark_missed(struct kevd *evd);
 struct kevd_batch *kevd_poller_current_batch(struct kevd *evd);
@@ -848,6 +849,7 @@ bool kevd_pull_into(struct kevd *evd, struct kevd_event *evs, u32 room,
 bool kevd_pull_unarmed_ok(struct kevd *evd, bool self_ok);
 void kevd_pull_unmark(struct kevd *evd);
 bool kevd_pull_pending(struct kevd *evd);
+bool kevd_pull_due(struct kevd *evd);
 void kevd_pull_leave(struct kevd *evd);
 
 /* evd/pass.c */

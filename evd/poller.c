@@ -30,7 +30,9 @@
  * poller thread making the pass over the EVD.
  *
  * Slow upcalls: an upcall runs in its poller thread. kevd_schedule()
- * avoids pollers that are inside an upcall. An upcall batch that took
+ * avoids pollers that are inside an upcall; when every poller is, a
+ * poller thread queues on itself (its upcall may wait for the EVD, and
+ * then makes the pass: kevd_poll_queued_here()). An upcall batch that took
  * longer than KEVD_SLOW_UPCALL_NS (or slept that long) marks its EVD
  * slow, and before a poller runs upcalls of a slow EVD it passes the
  * other EVDs it holds to the next poller. So a slow upcall delays only
@@ -151,7 +153,27 @@ static struct kevd_poller *kevd_poller_next(struct kevd_poller *p)
 	return &kevd_pool.pollers[(p->idx + 1) % kevd_pool.nr_pollers];
 }
 
-/* The home poller, or the first after it that is not inside an upcall. */
+static int kevd_poller_fn(void *data);
+
+/*
+ * The poller whose thread is current (not an interrupt on it), or NULL.
+ * O(1): every kevd_modify_upcall() asks, and the seed pattern calls that
+ * from each upcall, whatever nr_pollers is.
+ */
+static struct kevd_poller *kevd_current_poller(void)
+{
+	if (!in_task() || !(current->flags & PF_KTHREAD) ||
+	    kthread_func(current) != kevd_poller_fn)
+		return NULL;
+	return kthread_data(current);
+}
+
+/*
+ * The home poller, or the first after it that is not inside an upcall.
+ * If every poller is, the caller's own when it is one (its upcall may
+ * wait for @evd, and then makes the pass itself: kevd_pull_due()), else
+ * the home.
+ */
 static struct kevd_poller *kevd_poller_target(struct kevd *evd)
 {
 	struct kevd_poller *p = evd->home;
@@ -160,7 +182,7 @@ static struct kevd_poller *kevd_poller_target(struct kevd *evd)
 	for (i = 0; i < kevd_pool.nr_pollers; i++, p = kevd_poller_next(p))
 		if (!READ_ONCE(p->in_upcall))
 			return p;
-	return evd->home;
+	return kevd_current_poller() ?: evd->home;
 }
 
 /*
@@ -325,21 +347,6 @@ bool kevd_poll_mark_missed(struct kevd *evd)
 	return true;
 }
 
-static int kevd_poller_fn(void *data);
-
-/*
- * The poller whose thread is current (not an interrupt on it), or NULL.
- * O(1): every kevd_modify_upcall() asks, and the seed pattern calls that
- * from each upcall, whatever nr_pollers is.
- */
-static struct kevd_poller *kevd_current_poller(void)
-{
-	if (!in_task() || !(current->flags & PF_KTHREAD) ||
-	    kthread_func(current) != kevd_poller_fn)
-		return NULL;
-	return kthread_data(current);
-}
-
 static bool kevd_poll_idle(struct kevd *evd)
 {
 	return !(READ_ONCE(evd->poll_state) & BIT(KEVD_POLL_SCHED));
@@ -483,6 +490,38 @@ bool kevd_poll_own_pull(struct kevd *evd)
 	if (kevd_poll_try_own(evd))
 		return true;
 	return kevd_current_poller() && kevd_poll_take(evd);
+}
+
+/**
+ * kevd_poll_queued_here() - does @evd wait for a pass of the caller's poller?
+ * @evd: the EVD.
+ *
+ * For a wait inside an upcall of another EVD (evd/evd.c,
+ * kevd_wait_batch()): a pass that every poller is too busy for goes to
+ * the caller's own poller (kevd_poller_target()), or to @evd's home, which
+ * may be it. That pass cannot come while the upcall waits: the waiter
+ * makes it itself (kevd_poll_own_pull()). Queuing an EVD on a poller's
+ * run list wakes that poller's thread, so a wait whose condition asks
+ * this sees it; the round's lists are the thread's own.
+ *
+ * Context: process context; takes the poller's lock.
+ * Return: true if @evd is queued on the calling poller thread's lists.
+ */
+bool kevd_poll_queued_here(struct kevd *evd)
+{
+	struct kevd_poller *p = kevd_current_poller();
+	unsigned long flags;
+	bool found;
+
+	if (!p || kevd_poll_idle(evd))
+		return false;
+	if (kevd_list_find(&p->todo, evd, false) ||
+	    kevd_list_find(&p->again, evd, false))
+		return true;
+	spin_lock_irqsave(&p->lock, flags);
+	found = kevd_list_find(&p->run_list, evd, false);
+	spin_unlock_irqrestore(&p->lock, flags);
+	return found;
 }
 
 /*

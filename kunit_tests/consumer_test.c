@@ -4651,6 +4651,172 @@ static void kevd_consumer_wait_from_other_upcall(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * The completions of B that A's poll hook adds: more than two pull
+ * budgets (64 by default), so that the wait's own pull uses its budget
+ * while it waits, and lets B go to a poller for the next pass.
+ */
+#define CROSS_WAIT_MANY	300
+
+/* At the start of A's poll, on A's poller: CROSS_WAIT_MANY for B. */
+static void cross_wait_many_hook(struct ib_cq *cq, void *ctx)
+{
+	struct cross_wait *w = ctx;
+	int i;
+
+	if (atomic_xchg(&w->fired, 1))
+		return;
+	for (i = 0; i < CROSS_WAIT_MANY; i++)
+		fake_cq_add_cookie(kevd_cq(w->b), 100 + i);
+}
+
+static void cross_wait_many_upcall(void *ctx, const struct kevd_event *ev,
+				   bool more)
+{
+	struct cross_wait *w = ctx;
+	struct kevd_event got;
+	u32 nmore;
+
+	w->rc = kevd_wait(w->b, CROSS_WAIT_US, CROSS_WAIT_MANY, &got, &nmore);
+	if (!w->rc)
+		w->cookie = got.dto.cookie + (u64)nmore * 1000;
+	complete(&w->done);
+}
+
+/*
+ * A's upcall waits for CROSS_WAIT_MANY completions of B (homed on
+ * @b_cpu), which come while A's poller polls A; the wait's pull uses its
+ * budget with the threshold not met, and hands B to a poller for the
+ * next pass. The wait must get them all, in order.
+ */
+static void cross_wait_many(struct kunit *test, int b_cpu)
+{
+	struct cross_wait *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	init_completion(&w->done);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 512;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.cpu = b_cpu;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	w->b = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->b);
+	attr.qlen = 16;
+	attr.cpu = 0;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = (struct kevd_upcall){ cross_wait_many_upcall, w };
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	w->a = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->a);
+
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
+	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(w->b)));
+	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(w->a)));
+	fake_cq_set_poll_hook(kevd_cq(w->a), cross_wait_many_hook, w);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->a), 1), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
+			0);
+	fake_cq_set_poll_hook(kevd_cq(w->a), NULL, NULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&w->fired), 1);
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	/* the first, with all the others queued behind it */
+	KUNIT_EXPECT_EQ(test, w->cookie, 100ULL + (CROSS_WAIT_MANY - 1) * 1000);
+	for (i = 1; i < CROSS_WAIT_MANY; i++) {
+		if (kevd_dequeue(w->b, &ev) || ev.dto.cookie != 100 + i)
+			break;
+	}
+	KUNIT_EXPECT_EQ(test, i, CROSS_WAIT_MANY);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(w->a, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->a), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->b), 0);
+	fake_hca_destroy(hca);
+}
+
+/*
+ * With one poller, in A's upcall: every poller is inside an upcall, so B
+ * goes to its home, the waiter's own poller, which cannot come while the
+ * upcall waits. The waiter must make those passes itself.
+ */
+static void kevd_consumer_cross_wait_one_poller(struct kunit *test)
+{
+	unsigned int orig, old;
+
+	if (kevd_nr_evds())
+		kunit_skip(test, "EVDs exist: the pool cannot restart");
+	KUNIT_ASSERT_EQ(test, kevd_pollers_restart(1, &orig), 0);
+	cross_wait_many(test, 0);
+	KUNIT_EXPECT_EQ(test, kevd_pollers_restart(orig, &old), 0);
+}
+
+/**
+ * struct cross_block - an upcall that holds its poller.
+ * @entered: it runs.
+ * @release: it may return.
+ */
+struct cross_block {
+	atomic_t entered;
+	struct completion release;
+};
+
+static void cross_block_upcall(void *ctx, const struct kevd_event *ev,
+			       bool more)
+{
+	struct cross_block *c = ctx;
+
+	atomic_inc(&c->entered);
+	wait_for_completion(&c->release);
+}
+
+static void cross_block_release(void *ctx)
+{
+	struct cross_block *c = ctx;
+
+	complete_all(&c->release);
+}
+
+/*
+ * Two pollers, both inside upcalls: CPU 1's holds it (C's), CPU 0's is
+ * A's, which waits on B, homed on CPU 1. B's next pass must not wait
+ * for CPU 1's upcall: the waiter, on a poller too, makes it.
+ */
+static void kevd_consumer_cross_wait_busy_pollers(struct kunit *test)
+{
+	struct kevd_upcall up = { cross_block_upcall, NULL };
+	struct cross_block *blk;
+	struct kevd *c;
+
+	if (kevd_nr_pollers() != 2 || !cpu_online(1))
+		kunit_skip(test, "needs two pollers, on CPUs 0 and 1");
+	/* not the test's: a failed assertion leaves the upcall using it */
+	blk = kzalloc(sizeof(*blk), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, blk);
+	init_completion(&blk->release);
+	/* the upcall returns also if an assertion ends the test */
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test,
+							cross_block_release,
+							blk), 0);
+	up.ctx = blk;
+	c = kevd_test_create_on(test, 16, KEVD_SOFTWARE_FLAG,
+				KEVD_UPCALL_SINGLE_INSTANCE, &up, 0, 1);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(c, NULL), 0);
+	KUNIT_ASSERT_TRUE(test, kevd_test_wait_count(&blk->entered, 1));
+	cross_wait_many(test, 1);
+	kunit_release_action(test, cross_block_release, blk);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(c, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(c), 0);
+	kfree(blk);
+}
+
 /* --- a wait inside the upcall ------------------------------------------- */
 
 /**
@@ -4733,6 +4899,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_drain_in_upcall),
 	KUNIT_CASE(kevd_consumer_wait_batch_in_upcall),
 	KUNIT_CASE(kevd_consumer_wait_from_other_upcall),
+	KUNIT_CASE(kevd_consumer_cross_wait_one_poller),
+	KUNIT_CASE(kevd_consumer_cross_wait_busy_pollers),
 	KUNIT_CASE(kevd_consumer_post_during_poll),
 	KUNIT_CASE(kevd_consumer_wait_inside_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
