@@ -1038,6 +1038,19 @@ static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
 
+/*
+ * The time a wait has left after a wake-up, by its @deadline: a wait
+ * condition that is true at once (a pass queued on the waiter's own
+ * poller, kevd_pull_due(), which may find nothing) returns @left
+ * unchanged, and the wait must still end on time.
+ */
+static long kevd_wait_left(long left, unsigned long deadline)
+{
+	if (left == MAX_SCHEDULE_TIMEOUT || !left)
+		return left;
+	return time_before(jiffies, deadline) ? (long)(deadline - jiffies) : 0;
+}
+
 /**
  * kevd_wait_batch() - wait for events, then take up to @n at once.
  * @evd: the EVD; upcalls must be disabled.
@@ -1072,6 +1085,7 @@ static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
 int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 		    struct kevd_event *evs, u32 n, u32 *nmore)
 {
+	unsigned long deadline;
 	long left;
 	int ret;
 	u32 got;
@@ -1104,6 +1118,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 
 	left = timeout_us == KEVD_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :
 	       (long)usecs_to_jiffies(timeout_us);
+	deadline = jiffies + left;
 	for (;;) {
 		if (!kevd_wait_ready(evd, threshold)) {
 			/* upcalls are disabled: the waiter pulls (dto/pull.c) */
@@ -1129,6 +1144,8 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 				ret = left;
 				break;
 			}
+			left = kevd_wait_left(left, deadline);
+			cond_resched();
 			continue;
 		}
 		if (READ_ONCE(evd->state) & KEVD_STATE_UNWAITABLE) {

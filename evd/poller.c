@@ -31,8 +31,8 @@
  *
  * Slow upcalls: an upcall runs in its poller thread. kevd_schedule()
  * avoids pollers that are inside an upcall; when every poller is, a
- * poller thread queues on itself (its upcall may wait for the EVD, and
- * then makes the pass: kevd_poll_queued_here()). An upcall batch that took
+ * poller thread whose upcall waits on the EVD queues it on itself, and
+ * makes the pass (kevd_poll_queued_here()). An upcall batch that took
  * longer than KEVD_SLOW_UPCALL_NS (or slept that long) marks its EVD
  * slow, and before a poller runs upcalls of a slow EVD it passes the
  * other EVDs it holds to the next poller. So a slow upcall delays only
@@ -170,9 +170,11 @@ static struct kevd_poller *kevd_current_poller(void)
 
 /*
  * The home poller, or the first after it that is not inside an upcall.
- * If every poller is, the caller's own when it is one (its upcall may
- * wait for @evd, and then makes the pass itself: kevd_pull_due()), else
- * the home.
+ * If every poller is: the caller's own when it is a poller thread whose
+ * upcall waits in kevd_wait() on @evd (it makes the pass itself:
+ * kevd_pull_due()), else the home. Not the caller's for any other EVD:
+ * an upcall that schedules one and then waits for what its upcall does
+ * would wait for itself.
  */
 static struct kevd_poller *kevd_poller_target(struct kevd *evd)
 {
@@ -182,7 +184,9 @@ static struct kevd_poller *kevd_poller_target(struct kevd *evd)
 	for (i = 0; i < kevd_pool.nr_pollers; i++, p = kevd_poller_next(p))
 		if (!READ_ONCE(p->in_upcall))
 			return p;
-	return kevd_current_poller() ?: evd->home;
+	if (READ_ONCE(evd->waiter) == current)	/* not in an interrupt */
+		return kevd_current_poller() ?: evd->home;
+	return evd->home;
 }
 
 /*
@@ -497,10 +501,11 @@ bool kevd_poll_own_pull(struct kevd *evd)
  * @evd: the EVD.
  *
  * For a wait inside an upcall of another EVD (evd/evd.c,
- * kevd_wait_batch()): a pass that every poller is too busy for goes to
- * the caller's own poller (kevd_poller_target()), or to @evd's home, which
- * may be it. That pass cannot come while the upcall waits: the waiter
- * makes it itself (kevd_poll_own_pull()). Queuing an EVD on a poller's
+ * kevd_wait_batch()): a pass that every poller is too busy for, which
+ * the waiter's own pull hands on, goes to the waiter's poller
+ * (kevd_poller_target()); another's goes to @evd's home, which may be
+ * it. That pass cannot come while the upcall waits: the waiter makes it
+ * itself (kevd_poll_own_pull()). Queuing an EVD on a poller's
  * run list wakes that poller's thread, so a wait whose condition asks
  * this sees it; the round's lists are the thread's own.
  *

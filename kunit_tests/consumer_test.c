@@ -4691,12 +4691,14 @@ static void cross_wait_many_upcall(void *ctx, const struct kevd_event *ev,
  */
 static void cross_wait_many(struct kunit *test, int b_cpu)
 {
-	struct cross_wait *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct cross_wait *w;
 	struct kevd_event ev;
 	struct fake_hca *hca;
 	struct kevd_attr attr;
 	int i;
 
+	/* not the test's: a failed assertion leaves the upcall using it */
+	w = kzalloc(sizeof(*w), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, w);
 	init_completion(&w->done);
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
@@ -4739,6 +4741,41 @@ static void cross_wait_many(struct kunit *test, int b_cpu)
 	KUNIT_EXPECT_EQ(test, kevd_free(w->a), 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(w->b), 0);
 	fake_hca_destroy(hca);
+	kfree(w);
+}
+
+/* The nr_pollers a test restarted the pool from. */
+static unsigned int cross_wait_pollers;
+
+static void cross_wait_restore(void *ctx)
+{
+	unsigned int old;
+
+	/* -EBUSY if the test failed with EVDs left: the pool stays */
+	kevd_pollers_restart(cross_wait_pollers, &old);
+}
+
+/* Restart the pool with one poller, started again as it was at the end. */
+static void cross_wait_one_poller(struct kunit *test)
+{
+	int err;
+
+	if (kevd_nr_evds())
+		kunit_skip(test, "EVDs exist: the pool cannot restart");
+	err = kevd_pollers_restart(1, &cross_wait_pollers);
+	/* a failed start leaves no poller: start the old pool again */
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test,
+							cross_wait_restore,
+							NULL), 0);
+	KUNIT_ASSERT_EQ(test, err, 0);
+	KUNIT_ASSERT_EQ(test, kevd_nr_pollers(), 1U);
+}
+
+static void cross_wait_pool_back(struct kunit *test)
+{
+	kunit_release_action(test, cross_wait_restore, NULL);
+	KUNIT_EXPECT_EQ(test, kevd_nr_pollers(),
+			cross_wait_pollers ?: num_online_cpus());
 }
 
 /*
@@ -4748,13 +4785,75 @@ static void cross_wait_many(struct kunit *test, int b_cpu)
  */
 static void kevd_consumer_cross_wait_one_poller(struct kunit *test)
 {
-	unsigned int orig, old;
-
-	if (kevd_nr_evds())
-		kunit_skip(test, "EVDs exist: the pool cannot restart");
-	KUNIT_ASSERT_EQ(test, kevd_pollers_restart(1, &orig), 0);
+	cross_wait_one_poller(test);
 	cross_wait_many(test, 0);
-	KUNIT_EXPECT_EQ(test, kevd_pollers_restart(orig, &old), 0);
+	cross_wait_pool_back(test);
+}
+
+#define CROSS_WAIT_SHORT_US	20000
+
+static void cross_wait_short_upcall(void *ctx, const struct kevd_event *ev,
+				    bool more)
+{
+	struct cross_wait *w = ctx;
+	struct kevd_event got;
+	u32 nmore;
+
+	w->rc = kevd_wait(w->b, CROSS_WAIT_SHORT_US, 1, &got, &nmore);
+	complete(&w->done);
+}
+
+/*
+ * The same with B's arms failing (a provider's error) and no completion:
+ * every pass the waiter makes finds nothing and queues B on its poller
+ * again, as a pass whose arm failed does. The wait still ends when its
+ * timeout runs out; once the arms succeed B's completions come again.
+ */
+static void kevd_consumer_cross_wait_arm_fails(struct kunit *test)
+{
+	struct kevd_event ev;
+	struct cross_wait *w;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	u32 nmore;
+
+	cross_wait_one_poller(test);
+	/* not the test's: a failed assertion leaves the upcall using it */
+	w = kzalloc(sizeof(*w), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	init_completion(&w->done);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	w->b = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->b);
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = (struct kevd_upcall){ cross_wait_short_upcall, w };
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	w->a = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->a);
+
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
+	fake_cq_fail_arms(kevd_cq(w->b), -EIO);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->a), 1), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
+			0);
+	KUNIT_EXPECT_EQ(test, w->rc, -ETIMEDOUT);
+	fake_cq_fail_arms(kevd_cq(w->b), 0);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->b), 9), 0);
+	KUNIT_EXPECT_EQ(test, kevd_wait(w->b, CROSS_WAIT_US, 1, &ev, &nmore),
+			0);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 9ULL);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(w->a, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->a), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->b), 0);
+	fake_hca_destroy(hca);
+	kfree(w);
+	cross_wait_pool_back(test);
 }
 
 /**
@@ -4901,6 +5000,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_from_other_upcall),
 	KUNIT_CASE(kevd_consumer_cross_wait_one_poller),
 	KUNIT_CASE(kevd_consumer_cross_wait_busy_pollers),
+	KUNIT_CASE(kevd_consumer_cross_wait_arm_fails),
 	KUNIT_CASE(kevd_consumer_post_during_poll),
 	KUNIT_CASE(kevd_consumer_wait_inside_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
