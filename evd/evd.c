@@ -1046,9 +1046,11 @@ static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
  */
 static long kevd_wait_left(long left, unsigned long deadline)
 {
+	unsigned long now = jiffies;
+
 	if (left == MAX_SCHEDULE_TIMEOUT || !left)
 		return left;
-	return time_before(jiffies, deadline) ? (long)(deadline - jiffies) : 0;
+	return time_before(now, deadline) ? (long)(deadline - now) : 0;
 }
 
 /**
