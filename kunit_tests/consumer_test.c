@@ -4564,14 +4564,16 @@ static void kevd_consumer_post_during_poll(struct kunit *test)
 
 /**
  * struct cross_wait - an upcall of @a that waits on @b.
- * @a: DTO, SINGLE_INSTANCE; its upcall waits on @b.
- * @b: DTO, upcalls disabled, served by the same poller as @a.
+ * @hca: the fake HCA of both.
+ * @a: DTO, SINGLE_INSTANCE, on CPU 0's poller; its upcall waits on @b.
+ * @b: DTO, upcalls disabled.
  * @fired: the poll hook ran (it runs once).
  * @rc: what the wait returned.
  * @cookie: the cookie of the event it got.
  * @done: the upcall returned.
  */
 struct cross_wait {
+	struct fake_hca *hca;
 	struct kevd *a, *b;
 	atomic_t fired;
 	int rc;
@@ -4602,6 +4604,69 @@ static void cross_wait_upcall(void *ctx, const struct kevd_event *ev,
 }
 
 /*
+ * A and B on a fake HCA, both idle with their CQs armed (a pull that
+ * finds nothing arms); A's upcall is @fn, B has @b_qlen events and the
+ * poller of @b_cpu. Not the test's memory: after a failed assertion the
+ * upcall may still use it.
+ */
+static struct cross_wait *cross_wait_new(struct kunit *test,
+					 kevd_upcall_func fn, u32 b_qlen,
+					 int b_cpu)
+{
+	struct cross_wait *w = kzalloc(sizeof(*w), GFP_KERNEL);
+	struct kevd_event ev;
+	struct kevd_attr attr;
+
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	init_completion(&w->done);
+	w->hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->hca);
+	kevd_attr_init(&attr);
+	attr.qlen = b_qlen;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.cpu = b_cpu;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	w->b = kevd_create(fake_hca_ibdev(w->hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->b);
+	attr.qlen = 16;
+	attr.cpu = 0;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = (struct kevd_upcall){ fn, w };
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	w->a = kevd_create(fake_hca_ibdev(w->hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->a);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
+	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(w->b)));
+	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(w->a)));
+	return w;
+}
+
+/* A's completion (through @hook, if any, at A's poll); its upcall ran. */
+static void cross_wait_fire(struct kunit *test, struct cross_wait *w,
+			    fake_cq_poll_hook hook)
+{
+	if (hook)
+		fake_cq_set_poll_hook(kevd_cq(w->a), hook, w);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->a), 1), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
+			0);
+	if (hook) {
+		fake_cq_set_poll_hook(kevd_cq(w->a), NULL, NULL);
+		KUNIT_EXPECT_EQ(test, atomic_read(&w->fired), 1);
+	}
+}
+
+static void cross_wait_free(struct kunit *test, struct cross_wait *w)
+{
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(w->a, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->a), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->b), 0);
+	fake_hca_destroy(w->hca);
+	kfree(w);
+}
+
+/*
  * An upcall of A waits on B, whose completion came while A's poller was
  * in its pass over A: B was queued for a pass of that very poller, which
  * cannot come while the upcall waits. The wait takes B's completion
@@ -4609,46 +4674,14 @@ static void cross_wait_upcall(void *ctx, const struct kevd_event *ev,
  */
 static void kevd_consumer_wait_from_other_upcall(struct kunit *test)
 {
-	struct cross_wait *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct cross_wait *w = cross_wait_new(test, cross_wait_upcall, 16, 0);
 	struct kevd_event ev;
-	struct fake_hca *hca;
-	struct kevd_attr attr;
 
-	KUNIT_ASSERT_NOT_NULL(test, w);
-	init_completion(&w->done);
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 16;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.cpu = 0;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	w->b = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->b);
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = (struct kevd_upcall){ cross_wait_upcall, w };
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	w->a = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->a);
-
-	/* B idle and armed (a pull that finds nothing arms), A idle */
-	KUNIT_ASSERT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
-	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(w->b)));
-	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(w->a)));
-	fake_cq_set_poll_hook(kevd_cq(w->a), cross_wait_hook, w);
-	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->a), 1), 0);
-	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
-			0);
-	fake_cq_set_poll_hook(kevd_cq(w->a), NULL, NULL);
-	KUNIT_EXPECT_EQ(test, atomic_read(&w->fired), 1);
+	cross_wait_fire(test, w, cross_wait_hook);
 	KUNIT_EXPECT_EQ(test, w->rc, 0);
 	KUNIT_EXPECT_EQ(test, w->cookie, 7ULL);
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
-	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(w->a, KEVD_UPCALL_TEARDOWN,
-						 NULL, 0), 0);
-	KUNIT_EXPECT_EQ(test, kevd_free(w->a), 0);
-	KUNIT_EXPECT_EQ(test, kevd_free(w->b), 0);
-	fake_hca_destroy(hca);
+	cross_wait_free(test, w);
 }
 
 /*
@@ -4691,42 +4724,12 @@ static void cross_wait_many_upcall(void *ctx, const struct kevd_event *ev,
  */
 static void cross_wait_many(struct kunit *test, int b_cpu)
 {
-	struct cross_wait *w;
+	struct cross_wait *w = cross_wait_new(test, cross_wait_many_upcall,
+					      512, b_cpu);
 	struct kevd_event ev;
-	struct fake_hca *hca;
-	struct kevd_attr attr;
 	int i;
 
-	/* not the test's: a failed assertion leaves the upcall using it */
-	w = kzalloc(sizeof(*w), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, w);
-	init_completion(&w->done);
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 512;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.cpu = b_cpu;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	w->b = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->b);
-	attr.qlen = 16;
-	attr.cpu = 0;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = (struct kevd_upcall){ cross_wait_many_upcall, w };
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	w->a = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->a);
-
-	KUNIT_ASSERT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
-	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(w->b)));
-	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(w->a)));
-	fake_cq_set_poll_hook(kevd_cq(w->a), cross_wait_many_hook, w);
-	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->a), 1), 0);
-	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
-			0);
-	fake_cq_set_poll_hook(kevd_cq(w->a), NULL, NULL);
-	KUNIT_EXPECT_EQ(test, atomic_read(&w->fired), 1);
+	cross_wait_fire(test, w, cross_wait_many_hook);
 	KUNIT_EXPECT_EQ(test, w->rc, 0);
 	/* the first, with all the others queued behind it */
 	KUNIT_EXPECT_EQ(test, w->cookie, 100ULL + (CROSS_WAIT_MANY - 1) * 1000);
@@ -4736,12 +4739,7 @@ static void cross_wait_many(struct kunit *test, int b_cpu)
 	}
 	KUNIT_EXPECT_EQ(test, i, CROSS_WAIT_MANY);
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
-	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(w->a, KEVD_UPCALL_TEARDOWN,
-						 NULL, 0), 0);
-	KUNIT_EXPECT_EQ(test, kevd_free(w->a), 0);
-	KUNIT_EXPECT_EQ(test, kevd_free(w->b), 0);
-	fake_hca_destroy(hca);
-	kfree(w);
+	cross_wait_free(test, w);
 }
 
 /* The nr_pollers a test restarted the pool from. */
@@ -4814,48 +4812,21 @@ static void cross_wait_short_upcall(void *ctx, const struct kevd_event *ev,
  */
 static void kevd_consumer_cross_wait_arm_fails(struct kunit *test)
 {
-	struct kevd_event ev;
 	struct cross_wait *w;
-	struct fake_hca *hca;
-	struct kevd_attr attr;
+	struct kevd_event ev;
 	u32 nmore;
 
 	cross_wait_one_poller(test);
-	/* not the test's: a failed assertion leaves the upcall using it */
-	w = kzalloc(sizeof(*w), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, w);
-	init_completion(&w->done);
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 16;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	w->b = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->b);
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = (struct kevd_upcall){ cross_wait_short_upcall, w };
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	w->a = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->a);
-
-	KUNIT_ASSERT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
+	w = cross_wait_new(test, cross_wait_short_upcall, 16, 0);
 	fake_cq_fail_arms(kevd_cq(w->b), -EIO);
-	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->a), 1), 0);
-	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
-			0);
+	cross_wait_fire(test, w, NULL);
 	KUNIT_EXPECT_EQ(test, w->rc, -ETIMEDOUT);
 	fake_cq_fail_arms(kevd_cq(w->b), 0);
 	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->b), 9), 0);
 	KUNIT_EXPECT_EQ(test, kevd_wait(w->b, CROSS_WAIT_US, 1, &ev, &nmore),
 			0);
 	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 9ULL);
-	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(w->a, KEVD_UPCALL_TEARDOWN,
-						 NULL, 0), 0);
-	KUNIT_EXPECT_EQ(test, kevd_free(w->a), 0);
-	KUNIT_EXPECT_EQ(test, kevd_free(w->b), 0);
-	fake_hca_destroy(hca);
-	kfree(w);
+	cross_wait_free(test, w);
 	cross_wait_pool_back(test);
 }
 
