@@ -418,21 +418,39 @@ static bool kevd_list_find(struct list_head *head, struct kevd *evd,
 	return false;
 }
 
+/* Is @evd on @q's run list? Then take it off if @take. */
+static bool kevd_poller_run_find(struct kevd_poller *q, struct kevd *evd,
+				 bool take)
+{
+	unsigned long flags;
+	bool found;
+
+	spin_lock_irqsave(&q->lock, flags);
+	found = kevd_list_find(&q->run_list, evd, take);
+	spin_unlock_irqrestore(&q->lock, flags);
+	return found;
+}
+
+/*
+ * Called by @p's own thread: is @evd in its round (todo, again)? Then
+ * take it off if @take. No lock: the round's lists are the thread's.
+ */
+static bool kevd_poller_round_find(struct kevd_poller *p, struct kevd *evd,
+				   bool take)
+{
+	return kevd_list_find(&p->todo, evd, take) ||
+	       kevd_list_find(&p->again, evd, take);
+}
+
 /* Is @evd on a poller's run list? Then take it off if @take. */
 static bool kevd_poll_find_queued(struct kevd *evd, bool take)
 {
-	struct kevd_poller *q;
-	unsigned long flags;
-	bool found = false;
 	unsigned int i;
 
-	for (i = 0; i < kevd_pool.nr_pollers && !found; i++) {
-		q = &kevd_pool.pollers[i];
-		spin_lock_irqsave(&q->lock, flags);
-		found = kevd_list_find(&q->run_list, evd, take);
-		spin_unlock_irqrestore(&q->lock, flags);
-	}
-	return found;
+	for (i = 0; i < kevd_pool.nr_pollers; i++)
+		if (kevd_poller_run_find(&kevd_pool.pollers[i], evd, take))
+			return true;
+	return false;
 }
 
 /*
@@ -468,8 +486,7 @@ bool kevd_poll_take(struct kevd *evd)
 
 	if (kevd_poll_try_own(evd))
 		return true;
-	if (!(p && (kevd_list_find(&p->todo, evd, true) ||
-		    kevd_list_find(&p->again, evd, true))) &&
+	if (!(p && kevd_poller_round_find(p, evd, true)) &&
 	    !kevd_poll_find_queued(evd, true))
 		return false;
 	WRITE_ONCE(evd->busy_owner, current);
@@ -515,18 +532,10 @@ bool kevd_poll_own_pull(struct kevd *evd)
 bool kevd_poll_queued_here(struct kevd *evd)
 {
 	struct kevd_poller *p = kevd_current_poller();
-	unsigned long flags;
-	bool found;
 
-	if (!p || kevd_poll_idle(evd))
-		return false;
-	if (kevd_list_find(&p->todo, evd, false) ||
-	    kevd_list_find(&p->again, evd, false))
-		return true;
-	spin_lock_irqsave(&p->lock, flags);
-	found = kevd_list_find(&p->run_list, evd, false);
-	spin_unlock_irqrestore(&p->lock, flags);
-	return found;
+	return p && !kevd_poll_idle(evd) &&
+	       (kevd_poller_round_find(p, evd, false) ||
+		kevd_poller_run_find(p, evd, false));
 }
 
 /*
