@@ -55,19 +55,25 @@ static void kevd_stats_add(struct kevd_stats *sum, const struct kevd_stats *st)
  * @st: where to put them.
  *
  * Context: any. Counters are read without their owners' locks: each
- * value is one that was current at some point during the call.
+ * value is one that was current at some point during the call. Delivered
+ * is read before posted, and an event is counted as posted before it can
+ * be taken (evd/ring.c): no stream shows more delivered than posted.
  */
 void kevd_read_stats(struct kevd *evd, struct kevd_stats *st)
 {
+	u64 direct;
 	int i;
 
-	for (i = 0; i < KEVD_NR_STREAMS; i++) {
-		st->posted[i] = kevd_snap(evd->ring.pstats.posted[i]);
+	for (i = 0; i < KEVD_NR_STREAMS; i++)
 		st->delivered[i] = kevd_snap(evd->ring.cstats.delivered[i]);
-	}
+	/* pairs with the release of the ring's prod after posted counts */
+	smp_rmb();
+	for (i = 0; i < KEVD_NR_STREAMS; i++)
+		st->posted[i] = kevd_snap(evd->ring.pstats.posted[i]);
 	/* Delivered straight from the CQ: never in the ring, both at once. */
-	st->posted[KEVD_STREAM_DTO] += kevd_snap(evd->postats.direct);
-	st->delivered[KEVD_STREAM_DTO] += kevd_snap(evd->postats.direct);
+	direct = kevd_snap(evd->postats.direct);
+	st->posted[KEVD_STREAM_DTO] += direct;
+	st->delivered[KEVD_STREAM_DTO] += direct;
 	st->overflows = kevd_snap(evd->ring.pstats.overflows);
 	st->drops = kevd_snap(evd->ring.pstats.drops);
 	st->max_batch = max(kevd_snap(evd->ring.pstats.max_batch),

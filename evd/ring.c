@@ -240,9 +240,10 @@ void __kevd_ring_commit(struct kevd_ring *ring, u32 n, u32 reserved)
 {
 	lockdep_assert_held(&ring->prod_lock);
 	ring->resv -= reserved;
+	/* counted before they can be taken: delivered never passes posted */
+	ring->pstats.posted[KEVD_STREAM_DTO] += n;
 	/* release: the slots are written before a consumer sees prod */
 	smp_store_release(&ring->prod, ring->prod + n);
-	ring->pstats.posted[KEVD_STREAM_DTO] += n;
 	if (n > ring->pstats.max_batch)
 		ring->pstats.max_batch = n;
 }
@@ -269,8 +270,8 @@ int kevd_ring_post(struct kevd_ring *ring, const struct kevd_event *ev,
 
 	spin_lock_irqsave(&ring->prod_lock, flags);
 	if (__kevd_ring_free(ring, headroom)) {
-		__kevd_ring_push(ring, ev);
 		ring->pstats.posted[stream]++;
+		__kevd_ring_push(ring, ev);
 	} else {
 		ret = -ENOSPC;
 		if (headroom) {
@@ -756,12 +757,11 @@ static u32 __kevd_ring_take_fenced(struct kevd_ring *ring,
 
 	lockdep_assert_held(&ring->prod_lock);
 	list_for_each_entry_safe(f, tmp, &ring->fenced, node) {
-		if (room) {
-			if (!__kevd_ring_free(ring, true))
-				break;
-			__kevd_ring_push(ring, &f->ev);
-		}
+		if (room && !__kevd_ring_free(ring, true))
+			break;
 		ring->pstats.posted[KEVD_STREAM_CONNECTION]++;
+		if (room)
+			__kevd_ring_push(ring, &f->ev);
 		list_move_tail(&f->node, out);
 		n++;
 	}

@@ -3020,6 +3020,71 @@ static void kevd_consumer_counts_handed(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/**
+ * struct ordered_cons - a thread that posts and dequeues, one at a time.
+ * @evd: its EVD (DISABLE policy, software events).
+ * @rounds: post-dequeue rounds to make.
+ * @errors: failed posts and dequeues.
+ * @done: the thread has finished.
+ */
+struct ordered_cons {
+	struct kevd *evd;
+	u32 rounds;
+	atomic_t errors;
+	struct completion done;
+};
+
+static int ordered_cons_fn(void *arg)
+{
+	struct ordered_cons *c = arg;
+	struct kevd_event ev;
+	u32 i;
+
+	for (i = 0; i < c->rounds; i++) {
+		if (kevd_post_se(c->evd, NULL) || kevd_dequeue(c->evd, &ev))
+			atomic_inc(&c->errors);
+		cond_resched();
+	}
+	complete(&c->done);
+	return 0;
+}
+
+/*
+ * A monitor queries an EVD while another thread posts and takes events:
+ * no answer counts an event as delivered before it counts it as posted.
+ */
+static void kevd_consumer_query_counts_ordered(struct kunit *test)
+{
+	struct ordered_cons *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	const int s = KEVD_STREAM_SOFTWARE;
+	struct task_struct *t;
+	struct kevd_param p;
+	u32 queries = 0, ahead = 0;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	init_completion(&c->done);
+	c->rounds = 100000;
+	c->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			     NULL, NULL);
+	t = kthread_run(ordered_cons_fn, c, "kevd_cons_ordered");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	while (!completion_done(&c->done)) {
+		if (!kevd_query(c->evd, &p) &&
+		    p.stats.delivered[s] > p.stats.posted[s])
+			ahead++;
+		queries++;
+		cond_resched();
+	}
+	wait_for_completion(&c->done);
+	kunit_info(test, "%u queries\n", queries);
+	KUNIT_EXPECT_EQ(test, ahead, 0U);
+	KUNIT_EXPECT_EQ(test, atomic_read(&c->errors), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(c->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.posted[s], (u64)c->rounds);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[s], (u64)c->rounds);
+	KUNIT_EXPECT_EQ(test, kevd_free(c->evd), 0);
+}
+
 /* --- a randomized, model-checked stress ---------------------------------- */
 
 static unsigned long consumer_seed;
@@ -5009,6 +5074,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_backpressure_with_upcalls),
 	KUNIT_CASE(kevd_consumer_counts_balance),
 	KUNIT_CASE(kevd_consumer_counts_handed),
+	KUNIT_CASE(kevd_consumer_query_counts_ordered),
 	KUNIT_CASE_PARAM_ATTR(kevd_consumer_random, rnd_kind_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
 	{}

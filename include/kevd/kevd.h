@@ -420,7 +420,8 @@ enum kevd_state {
  * @posted: events entered into the EVD, per &enum kevd_stream.
  * @delivered: events handed to the consumer, per stream; counted as a
  *	batch takes them, before its upcalls run (an upcall that queries
- *	finds its own event counted).
+ *	finds its own event counted). A query taken while events flow
+ *	never shows a stream with more delivered than posted.
  * @upcalls: upcall invocations (NOTIFY doorbells included). Event
  *	upcalls count as their batch ends (unlike @delivered: one that
  *	queries may not find itself counted yet), a doorbell as it rings.
