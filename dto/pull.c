@@ -23,8 +23,9 @@
  *   - A wait inside an upcall of another EVD, on a poller thread, also
  *     wakes and pulls when the EVD is queued for a pass of its own
  *     poller (kevd_pull_due()), which cannot come while the upcall
- *     waits: the pass its own pull hands on when every poller is inside
- *     an upcall is queued there (evd/poller.c, kevd_poller_target()).
+ *     waits: a pass over the EVD that any thread hands on when every
+ *     poller is inside an upcall is queued there (evd/poller.c,
+ *     kevd_poller_target()).
  *   - A waiter that leaves with a notification pending and nobody owning
  *     the EVD schedules it (kevd_pull_leave()): a poller still covers
  *     EVDs nobody waits on, so no completion stays in the CQ unnoticed,

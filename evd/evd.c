@@ -1013,6 +1013,9 @@ static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps)
 	if (!ret) {
 		WRITE_ONCE(evd->waiter, current);
 		evd->wait_threshold = threshold;
+		/* a pull passes over a CQ: only then may the waiter pass */
+		if (evd->cq)
+			WRITE_ONCE(evd->wait_poller, kevd_current_poller());
 		WRITE_ONCE(evd->state, evd->state | KEVD_STATE_WAITED);
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
@@ -1030,6 +1033,7 @@ static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
 
 	spin_lock_irqsave(&evd->lock, flags);
 	WRITE_ONCE(evd->waiter, NULL);
+	WRITE_ONCE(evd->wait_poller, NULL);
 	WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_WAITED);
 	/* a notification the handler gave the waiter goes to a poller */
 	kevd_pull_leave(evd);

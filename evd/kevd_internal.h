@@ -242,7 +242,7 @@ struct kevd_direct {
 /**
  * struct kevd - an event dispatcher.
  * @ring: the event ring, with its counters.
- * @lock: protects the fields down to @wait_threshold.
+ * @lock: protects the fields down to @wait_poller.
  * @policy: the upcall policy.
  * @upcall: the upcall object.
  * @upcall_flag: INVOC_NEW or INVOC_ANY.
@@ -262,6 +262,11 @@ struct kevd_direct {
  * @notify_stall_rung: that doorbell was for a stalled CQ, not an arrival.
  * @waiter: the thread in kevd_wait(), or NULL.
  * @wait_threshold: its threshold.
+ * @wait_poller: the waiter's poller, when the waiter is a poller thread
+ *	(an upcall of another EVD) and the EVD has a CQ, else NULL: when
+ *	every poller is inside an upcall, a pass over the EVD is queued
+ *	there, and the waiter makes it (kevd_poller_target()). Written under
+ *	@lock, read without it.
  * @resize_qlen: the queue length a kevd_resize() in progress makes, or 0;
  *	a wait may not begin with a threshold above it.
  * @wq: waiters in kevd_wait() and TEARDOWN/free sleep here.
@@ -349,6 +354,7 @@ struct kevd {
 	bool notify_stall_rung;
 	struct task_struct *waiter;
 	u32 wait_threshold;
+	struct kevd_poller *wait_poller;
 	u32 resize_qlen;
 	wait_queue_head_t wq;
 	struct mutex resize_mutex;	/* one kevd_resize() at a time */
@@ -620,6 +626,7 @@ bool kevd_schedule(struct kevd *evd);
 void kevd_poll_wait_idle(struct kevd *evd);
 void kevd_poll_kick_waiters(void);
 void kevd_poll_wait_upcalls(struct kevd *evd);
+struct kevd_poller *kevd_current_poller(void);
 bool kevd_current_in_upcall(struct kevd *evd);
 bool kevd_poller_owns(struct kevd *evd);
 bool kevd_poll_try_own(struct kevd *evd);

@@ -30,10 +30,10 @@
  * poller thread making the pass over the EVD.
  *
  * Slow upcalls: an upcall runs in its poller thread. kevd_schedule()
- * avoids pollers that are inside an upcall; when every poller is, a
- * poller thread whose upcall waits on the EVD queues it on itself, and
- * makes the pass (kevd_poll_queued_here()). An upcall batch that took
- * longer than KEVD_SLOW_UPCALL_NS (or slept that long) marks its EVD
+ * avoids pollers that are inside an upcall; when every poller is, an
+ * EVD that an upcall waits on is queued on that upcall's poller, whose
+ * thread makes the pass (kevd_poll_queued_here()). An upcall batch that
+ * took longer than KEVD_SLOW_UPCALL_NS (or slept that long) marks its EVD
  * slow, and before a poller runs upcalls of a slow EVD it passes the
  * other EVDs it holds to the next poller. So a slow upcall delays only
  * its own EVD, except, once, the EVDs already queued behind its first
@@ -155,12 +155,16 @@ static struct kevd_poller *kevd_poller_next(struct kevd_poller *p)
 
 static int kevd_poller_fn(void *data);
 
-/*
- * The poller whose thread is current (not an interrupt on it), or NULL.
+/**
+ * kevd_current_poller() - the poller whose thread is current, or NULL.
+ *
  * O(1): every kevd_modify_upcall() asks, and the seed pattern calls that
  * from each upcall, whatever nr_pollers is.
+ *
+ * Context: any; NULL in an interrupt, even on a poller's CPU.
+ * Return: the caller's poller, or NULL off a poller thread.
  */
-static struct kevd_poller *kevd_current_poller(void)
+struct kevd_poller *kevd_current_poller(void)
 {
 	if (!in_task() || !(current->flags & PF_KTHREAD) ||
 	    kthread_func(current) != kevd_poller_fn)
@@ -170,11 +174,11 @@ static struct kevd_poller *kevd_current_poller(void)
 
 /*
  * The home poller, or the first after it that is not inside an upcall.
- * If every poller is: the caller's own when it is a poller thread whose
- * upcall waits in kevd_wait() on @evd (it makes the pass itself:
- * kevd_pull_due()), else the home. Not the caller's for any other EVD:
- * an upcall that schedules one and then waits for what its upcall does
- * would wait for itself.
+ * If every poller is: the poller whose upcall waits in kevd_wait() on
+ * @evd (evd->wait_poller: it makes the pass itself, kevd_pull_due()),
+ * whichever thread schedules, else the home. Not a poller whose upcall
+ * waits for anything else: an upcall that schedules an EVD and then
+ * waits for what its upcall does would wait for itself.
  */
 static struct kevd_poller *kevd_poller_target(struct kevd *evd)
 {
@@ -184,9 +188,7 @@ static struct kevd_poller *kevd_poller_target(struct kevd *evd)
 	for (i = 0; i < kevd_pool.nr_pollers; i++, p = kevd_poller_next(p))
 		if (!READ_ONCE(p->in_upcall))
 			return p;
-	if (READ_ONCE(evd->waiter) == current)	/* not in an interrupt */
-		return kevd_current_poller() ?: evd->home;
-	return evd->home;
+	return READ_ONCE(evd->wait_poller) ?: evd->home;
 }
 
 /*
@@ -518,13 +520,13 @@ bool kevd_poll_own_pull(struct kevd *evd)
  * @evd: the EVD.
  *
  * For a wait inside an upcall of another EVD (evd/evd.c,
- * kevd_wait_batch()): a pass that every poller is too busy for, which
- * the waiter's own pull hands on, goes to the waiter's poller
- * (kevd_poller_target()); another's goes to @evd's home, which may be
- * it. That pass cannot come while the upcall waits: the waiter makes it
- * itself (kevd_poll_own_pull()). Queuing an EVD on a poller's
- * run list wakes that poller's thread, so a wait whose condition asks
- * this sees it; the round's lists are the thread's own.
+ * kevd_wait_batch()): a pass that every poller is too busy for goes to
+ * the waiter's poller, whichever thread hands it on
+ * (kevd_poller_target()); one queued before the wait began may be in
+ * that poller's round. That pass cannot come while the upcall waits:
+ * the waiter makes it itself (kevd_poll_own_pull()). Queuing an EVD on a
+ * poller's run list wakes that poller's thread, so a wait whose
+ * condition asks this sees it; the round's lists are the thread's own.
  *
  * Context: process context; takes the poller's lock.
  * Return: true if @evd is queued on the calling poller thread's lists.

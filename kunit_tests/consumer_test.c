@@ -4922,15 +4922,14 @@ static void cross_block_release(void *ctx)
 }
 
 /*
- * Two pollers, both inside upcalls: CPU 1's holds it (C's), CPU 0's is
- * A's, which waits on B, homed on CPU 1. B's next pass must not wait
- * for CPU 1's upcall: the waiter, on a poller too, makes it.
+ * CPU 1's poller held inside C's upcall (@c) until cross_block_end(): a
+ * pool of two pollers, one of them busy. Skips the test without them.
  */
-static void kevd_consumer_cross_wait_busy_pollers(struct kunit *test)
+static struct cross_block *cross_block_hold(struct kunit *test,
+					    struct kevd **c)
 {
 	struct kevd_upcall up = { cross_block_upcall, NULL };
 	struct cross_block *blk;
-	struct kevd *c;
 
 	if (kevd_nr_pollers() != 2 || !cpu_online(1))
 		kunit_skip(test, "needs two pollers, on CPUs 0 and 1");
@@ -4943,16 +4942,96 @@ static void kevd_consumer_cross_wait_busy_pollers(struct kunit *test)
 							cross_block_release,
 							blk), 0);
 	up.ctx = blk;
-	c = kevd_test_create_on(test, 16, KEVD_SOFTWARE_FLAG,
-				KEVD_UPCALL_SINGLE_INSTANCE, &up, 0, 1);
-	KUNIT_ASSERT_EQ(test, kevd_post_se(c, NULL), 0);
+	*c = kevd_test_create_on(test, 16, KEVD_SOFTWARE_FLAG,
+				 KEVD_UPCALL_SINGLE_INSTANCE, &up, 0, 1);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(*c, NULL), 0);
 	KUNIT_ASSERT_TRUE(test, kevd_test_wait_count(&blk->entered, 1));
-	cross_wait_many(test, 1);
+	return blk;
+}
+
+static void cross_block_end(struct kunit *test, struct cross_block *blk,
+			    struct kevd *c)
+{
 	kunit_release_action(test, cross_block_release, blk);
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(c, KEVD_UPCALL_TEARDOWN,
 						 NULL, 0), 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(c), 0);
 	kfree(blk);
+}
+
+/*
+ * Two pollers, both inside upcalls: CPU 1's holds it (C's), CPU 0's is
+ * A's, which waits on B, homed on CPU 1. B's next pass must not wait
+ * for CPU 1's upcall: the waiter, on a poller too, makes it.
+ */
+static void kevd_consumer_cross_wait_busy_pollers(struct kunit *test)
+{
+	struct cross_block *blk;
+	struct kevd *c;
+
+	blk = cross_block_hold(test, &c);
+	cross_wait_many(test, 1);
+	cross_block_end(test, blk, c);
+}
+
+#define CROSS_WAIT_OTHER	200	/* A's threshold: above two budgets */
+
+static void cross_wait_other_upcall(void *ctx, const struct kevd_event *ev,
+				    bool more)
+{
+	struct cross_wait *w = ctx;
+	struct kevd_event got;
+	u32 nmore;
+
+	w->rc = kevd_wait(w->b, CROSS_WAIT_US, CROSS_WAIT_OTHER, &got, &nmore);
+	if (!w->rc)
+		w->cookie = got.dto.cookie;
+	complete(&w->done);
+}
+
+/*
+ * The same pollers, and A's upcall waits for CROSS_WAIT_OTHER events of
+ * B. B's CQ then gets CROSS_WAIT_MANY completions that do not notify (it
+ * notifies per 1000), and another thread dequeues one: its pull, with a
+ * thread waiting, moves what it can and hands B to a poller for the next
+ * pass. That pass goes to the waiter's poller, which makes it, not to
+ * B's home, busy in C's upcall. Every event comes once, in order (the
+ * waiter's pull may have begun when the completions came: the dequeue
+ * and the wait take the first two, in either order).
+ */
+static void kevd_consumer_cross_wait_other_dequeue(struct kunit *test)
+{
+	struct cross_block *blk;
+	struct cross_wait *w;
+	struct kevd_event ev;
+	struct kevd *c;
+	u64 first;
+	int i;
+
+	blk = cross_block_hold(test, &c);
+	w = cross_wait_new(test, cross_wait_other_upcall, 512, 1);
+	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(kevd_cq(w->b), 1000, 0),
+			0);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->a), 1), 0);
+	KUNIT_ASSERT_TRUE(test, kevd_test_waiting(w->b));
+	for (i = 0; i < CROSS_WAIT_MANY; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->b), 100 + i),
+				0);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(w->b, &ev), 0);
+	first = ev.dto.cookie;
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
+			0);
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	KUNIT_EXPECT_EQ(test, first + w->cookie, 201ULL);
+	KUNIT_EXPECT_NE(test, first, w->cookie);
+	for (i = 2; i < CROSS_WAIT_MANY; i++) {
+		if (kevd_dequeue(w->b, &ev) || ev.dto.cookie != 100 + i)
+			break;
+	}
+	KUNIT_EXPECT_EQ(test, i, CROSS_WAIT_MANY);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
+	cross_block_end(test, blk, c);
+	cross_wait_free(test, w);
 }
 
 /* --- a wait inside the upcall ------------------------------------------- */
@@ -5039,6 +5118,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_from_other_upcall),
 	KUNIT_CASE(kevd_consumer_cross_wait_one_poller),
 	KUNIT_CASE(kevd_consumer_cross_wait_busy_pollers),
+	KUNIT_CASE(kevd_consumer_cross_wait_other_dequeue),
 	KUNIT_CASE(kevd_consumer_cross_wait_arm_fails),
 	KUNIT_CASE(kevd_consumer_post_during_poll),
 	KUNIT_CASE(kevd_consumer_wait_inside_upcall),
