@@ -23,9 +23,10 @@
  *   - A wait inside an upcall of another EVD, on a poller thread, also
  *     wakes and pulls when the EVD is queued for a pass of its own
  *     poller (kevd_pull_due()), which cannot come while the upcall
- *     waits: a pass over the EVD that any thread hands on when every
- *     poller is inside an upcall is queued there (evd/poller.c,
- *     kevd_poller_target()).
+ *     waits: a pass over the EVD that any thread hands on while it
+ *     waits is queued there (evd/poller.c, kevd_poller_target()). One it
+ *     did not make when it leaves goes to a poller not inside an upcall
+ *     (kevd_pull_leave()).
  *   - A waiter that leaves with a notification pending and nobody owning
  *     the EVD schedules it (kevd_pull_leave()): a poller still covers
  *     EVDs nobody waits on, so no completion stays in the CQ unnoticed,
@@ -415,7 +416,9 @@ bool kevd_pull_due(struct kevd *evd)
  * instead of scheduling a poller; kevd_wait() unregisters the waiter and
  * calls this under the same hold of that lock, so every such
  * notification is seen here (or was pulled), and nothing touches the EVD
- * after the lock is dropped (kevd_free() may succeed then).
+ * after the lock is dropped (kevd_free() may succeed then). A waiter in
+ * an upcall of another EVD also passes on a pass queued on its own
+ * poller that it did not make (kevd_poll_move_off_here()).
  *
  * Context: caller holds evd->lock.
  */
@@ -424,6 +427,8 @@ void kevd_pull_leave(struct kevd *evd)
 	lockdep_assert_held(&evd->lock);
 	if (kevd_pull_pending(evd))
 		kevd_schedule(evd);
+	else if (evd->cq)
+		kevd_poll_move_off_here(evd);
 }
 
 /* Event @i of @b, as a dequeue returns it. */

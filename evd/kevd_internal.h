@@ -263,10 +263,9 @@ struct kevd_direct {
  * @waiter: the thread in kevd_wait(), or NULL.
  * @wait_threshold: its threshold.
  * @wait_poller: the waiter's poller, when the waiter is a poller thread
- *	(an upcall of another EVD) and the EVD has a CQ, else NULL: when
- *	every poller is inside an upcall, a pass over the EVD is queued
- *	there, and the waiter makes it (kevd_poller_target()). Written under
- *	@lock, read without it.
+ *	(an upcall of another EVD) and the EVD has a CQ, else NULL: a pass
+ *	over the EVD is queued there, and the waiter makes it
+ *	(kevd_poller_target()). Written under @lock, read without it.
  * @resize_qlen: the queue length a kevd_resize() in progress makes, or 0;
  *	a wait may not begin with a threshold above it.
  * @wq: waiters in kevd_wait() and TEARDOWN/free sleep here.
@@ -633,6 +632,7 @@ bool kevd_poll_try_own(struct kevd *evd);
 bool kevd_poll_take(struct kevd *evd);
 bool kevd_poll_own_pull(struct kevd *evd);
 bool kevd_poll_queued_here(struct kevd *evd);
+void kevd_poll_move_off_here(struct kevd *evd);
 void kevd_poll_release(struct kevd *evd, bool again);
 bool kevd_poll_mark_missed(struct kevd *evd);
 struct kevd_batch *kevd_poller_current_batch(struct kevd *evd);

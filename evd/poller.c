@@ -30,11 +30,11 @@
  * poller thread making the pass over the EVD.
  *
  * Slow upcalls: an upcall runs in its poller thread. kevd_schedule()
- * avoids pollers that are inside an upcall; when every poller is, an
- * EVD that an upcall waits on is queued on that upcall's poller, whose
- * thread makes the pass (kevd_poll_queued_here()). An upcall batch that
- * took longer than KEVD_SLOW_UPCALL_NS (or slept that long) marks its EVD
- * slow, and before a poller runs upcalls of a slow EVD it passes the
+ * avoids pollers that are inside an upcall, but an EVD that an upcall
+ * waits on is queued on that upcall's poller, whose thread makes the
+ * pass (kevd_poll_queued_here()). An upcall batch that took longer
+ * than KEVD_SLOW_UPCALL_NS (or slept that long) marks its EVD slow, and
+ * before a poller runs upcalls of a slow EVD it passes the
  * other EVDs it holds to the next poller. So a slow upcall delays only
  * its own EVD, except, once, the EVDs already queued behind its first
  * slow batch (with a single poller, all of them). Fast upcalls pass
@@ -172,15 +172,8 @@ struct kevd_poller *kevd_current_poller(void)
 	return kthread_data(current);
 }
 
-/*
- * The home poller, or the first after it that is not inside an upcall.
- * If every poller is: the poller whose upcall waits in kevd_wait() on
- * @evd (evd->wait_poller: it makes the pass itself, kevd_pull_due()),
- * whichever thread schedules, else the home. Not a poller whose upcall
- * waits for anything else: an upcall that schedules an EVD and then
- * waits for what its upcall does would wait for itself.
- */
-static struct kevd_poller *kevd_poller_target(struct kevd *evd)
+/* The home poller, or the first after it that is not inside an upcall. */
+static struct kevd_poller *kevd_poller_free(struct kevd *evd)
 {
 	struct kevd_poller *p = evd->home;
 	unsigned int i;
@@ -188,7 +181,21 @@ static struct kevd_poller *kevd_poller_target(struct kevd *evd)
 	for (i = 0; i < kevd_pool.nr_pollers; i++, p = kevd_poller_next(p))
 		if (!READ_ONCE(p->in_upcall))
 			return p;
-	return READ_ONCE(evd->wait_poller) ?: evd->home;
+	return NULL;
+}
+
+/*
+ * The poller whose upcall waits in kevd_wait() on @evd, whichever thread
+ * schedules (evd->wait_poller: its thread makes the pass itself,
+ * kevd_pull_due(), and may be the only one free to); else a free one,
+ * else the home. Not a poller whose upcall waits for anything else: an
+ * upcall that schedules an EVD and then waits for what its upcall does
+ * would wait for itself.
+ */
+static struct kevd_poller *kevd_poller_target(struct kevd *evd)
+{
+	return READ_ONCE(evd->wait_poller) ?: kevd_poller_free(evd) ?:
+	       evd->home;
 }
 
 /*
@@ -520,10 +527,9 @@ bool kevd_poll_own_pull(struct kevd *evd)
  * @evd: the EVD.
  *
  * For a wait inside an upcall of another EVD (evd/evd.c,
- * kevd_wait_batch()): a pass that every poller is too busy for goes to
- * the waiter's poller, whichever thread hands it on
- * (kevd_poller_target()); one queued before the wait began may be in
- * that poller's round. That pass cannot come while the upcall waits:
+ * kevd_wait_batch()): a pass over @evd goes to the waiter's poller,
+ * whichever thread hands it on (kevd_poller_target()); one queued before
+ * the wait began may be in that poller's round. That pass cannot come while the upcall waits:
  * the waiter makes it itself (kevd_poll_own_pull()). Queuing an EVD on a
  * poller's run list wakes that poller's thread, so a wait whose
  * condition asks this sees it; the round's lists are the thread's own.
@@ -538,6 +544,31 @@ bool kevd_poll_queued_here(struct kevd *evd)
 	return p && !kevd_poll_idle(evd) &&
 	       (kevd_poller_round_find(p, evd, false) ||
 		kevd_poller_run_find(p, evd, false));
+}
+
+/**
+ * kevd_poll_move_off_here() - a waiter on a poller leaves: pass its EVD on.
+ * @evd: the EVD; its waiter, the caller, has just unregistered.
+ *
+ * A pass over @evd queued on the waiter's poller while it waited
+ * (kevd_poller_target()), which its wait did not make (it found its
+ * events queued first), would wait for the upcall to return. It goes to
+ * a poller not inside an upcall, if there is one; it stays if not (the
+ * upcall is about to return). The queue owns @evd: moving it from one
+ * queue to another keeps it owned.
+ *
+ * Context: process context; takes the pollers' locks.
+ */
+void kevd_poll_move_off_here(struct kevd *evd)
+{
+	struct kevd_poller *p = kevd_current_poller(), *q;
+
+	if (!p || kevd_poll_idle(evd))
+		return;
+	q = kevd_poller_free(evd);
+	if (q && (kevd_poller_round_find(p, evd, true) ||
+		  kevd_poller_run_find(p, evd, true)))
+		kevd_poller_enqueue(q, evd);
 }
 
 /*

@@ -4631,11 +4631,13 @@ static void kevd_consumer_post_during_poll(struct kunit *test)
  * struct cross_wait - an upcall of @a that waits on @b.
  * @hca: the fake HCA of both.
  * @a: DTO, SINGLE_INSTANCE, on CPU 0's poller; its upcall waits on @b.
- * @b: DTO, upcalls disabled.
+ * @b: DTO and software events, upcalls disabled.
  * @fired: the poll hook ran (it runs once).
  * @rc: what the wait returned.
  * @cookie: the cookie of the event it got.
- * @done: the upcall returned.
+ * @done: the upcall returned (or, for cross_wait_held_upcall(), its
+ *	wait did).
+ * @release: cross_wait_held_upcall() may return.
  */
 struct cross_wait {
 	struct fake_hca *hca;
@@ -4644,6 +4646,7 @@ struct cross_wait {
 	int rc;
 	u64 cookie;
 	struct completion done;
+	struct completion release;
 };
 
 /* At the start of A's poll, on A's poller: a completion for B. */
@@ -4684,11 +4687,12 @@ static struct cross_wait *cross_wait_new(struct kunit *test,
 
 	KUNIT_ASSERT_NOT_NULL(test, w);
 	init_completion(&w->done);
+	init_completion(&w->release);
 	w->hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->hca);
 	kevd_attr_init(&attr);
 	attr.qlen = b_qlen;
-	attr.flags = KEVD_DTO_FLAG;
+	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
 	attr.cpu = b_cpu;
 	attr.upcall_policy = KEVD_UPCALL_DISABLE;
 	w->b = kevd_create(fake_hca_ibdev(w->hca), &attr);
@@ -4975,6 +4979,7 @@ static void kevd_consumer_cross_wait_busy_pollers(struct kunit *test)
 }
 
 #define CROSS_WAIT_OTHER	200	/* A's threshold: above two budgets */
+#define CROSS_WAIT_LEAVE	32	/* below what one dequeue's pull moves */
 
 static void cross_wait_other_upcall(void *ctx, const struct kevd_event *ev,
 				    bool more)
@@ -4987,6 +4992,28 @@ static void cross_wait_other_upcall(void *ctx, const struct kevd_event *ev,
 	if (!w->rc)
 		w->cookie = got.dto.cookie;
 	complete(&w->done);
+}
+
+/*
+ * CROSS_WAIT_MANY completions for B, which do not notify, and one event
+ * dequeued by this thread: its cookie. The waiter's own pull may own B
+ * for a moment when they come (it may have begun when the wait did): the
+ * dequeue finds nothing then, and tries again, for a bounded time.
+ */
+static u64 cross_wait_other_first(struct kunit *test, struct cross_wait *w)
+{
+	unsigned long end = jiffies + CONS_WAIT;
+	struct kevd_event ev;
+	int i, rc;
+
+	for (i = 0; i < CROSS_WAIT_MANY; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->b), 100 + i),
+				0);
+	while ((rc = kevd_dequeue(w->b, &ev)) == -EAGAIN &&
+	       time_before(jiffies, end))
+		cond_resched();
+	KUNIT_ASSERT_EQ(test, rc, 0);
+	return ev.dto.cookie;
 }
 
 /*
@@ -5014,11 +5041,7 @@ static void kevd_consumer_cross_wait_other_dequeue(struct kunit *test)
 			0);
 	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->a), 1), 0);
 	KUNIT_ASSERT_TRUE(test, kevd_test_waiting(w->b));
-	for (i = 0; i < CROSS_WAIT_MANY; i++)
-		KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->b), 100 + i),
-				0);
-	KUNIT_ASSERT_EQ(test, kevd_dequeue(w->b, &ev), 0);
-	first = ev.dto.cookie;
+	first = cross_wait_other_first(test, w);
 	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
 			0);
 	KUNIT_EXPECT_EQ(test, w->rc, 0);
@@ -5031,6 +5054,130 @@ static void kevd_consumer_cross_wait_other_dequeue(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, i, CROSS_WAIT_MANY);
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
 	cross_block_end(test, blk, c);
+	cross_wait_free(test, w);
+}
+
+static void cross_wait_held_upcall(void *ctx, const struct kevd_event *ev,
+				   bool more)
+{
+	struct cross_wait *w = ctx;
+	struct kevd_event got;
+	u32 nmore;
+
+	w->rc = kevd_wait(w->b, CROSS_WAIT_US, CROSS_WAIT_LEAVE, &got, &nmore);
+	if (!w->rc)
+		w->cookie = got.dto.cookie;
+	complete(&w->done);
+	wait_for_completion(&w->release);
+}
+
+static void cross_wait_release(void *ctx)
+{
+	struct cross_wait *w = ctx;
+
+	complete_all(&w->release);
+}
+
+/* At the start of a poll of B: CROSS_WAIT_LEAVE software events for B. */
+static void cross_wait_se_hook(struct ib_cq *cq, void *ctx)
+{
+	struct cross_wait *w = ctx;
+	int i;
+
+	if (atomic_xchg(&w->fired, 1))
+		return;
+	for (i = 0; i < CROSS_WAIT_LEAVE; i++)
+		kevd_post_se(w->b, (void *)(uintptr_t)i);
+}
+
+/**
+ * struct cross_atomic - a dequeue of B with preemption off, on CPU 0.
+ * @w: the cross wait.
+ * @rc: what it returned.
+ * @done: it returned.
+ */
+struct cross_atomic {
+	struct cross_wait *w;
+	int rc;
+	struct completion done;
+};
+
+/*
+ * On CPU 0, the waiter's: the waiter cannot run until the dequeue has
+ * returned, its pull's hand-on included.
+ */
+static int cross_atomic_fn(void *arg)
+{
+	struct cross_atomic *d = arg;
+	struct kevd_event ev;
+
+	preempt_disable();
+	d->rc = kevd_dequeue(d->w->b, &ev);
+	preempt_enable();
+	complete(&d->done);
+	return 0;
+}
+
+/*
+ * Two pollers, none held. A's upcall waits for CROSS_WAIT_LEAVE events
+ * of B, then stays inside until the test has taken the rest of B's
+ * events. B's CQ gets CROSS_WAIT_MANY completions that do not notify,
+ * and a thread on CPU 0 dequeues, with preemption off: at its pull's
+ * first poll, CROSS_WAIT_LEAVE software events are posted to B, which
+ * wake the waiter, and the pull moves its budget of completions into the
+ * ring behind them and hands B on to the waiter's poller. The waiter
+ * runs after that, and returns with its event without making that pass:
+ * the pass must then go to the other poller, not wait for the upcall, so
+ * that the rest comes to a consumer outside the pollers while the
+ * upcall stays inside.
+ */
+static void kevd_consumer_cross_wait_leaves_pass(struct kunit *test)
+{
+	struct cross_atomic *d = kunit_kzalloc(test, sizeof(*d), GFP_KERNEL);
+	struct task_struct *t;
+	struct cross_wait *w;
+	struct kevd_event ev;
+	u32 nmore;
+	int i;
+
+	if (kevd_nr_pollers() != 2 || !cpu_online(1))
+		kunit_skip(test, "needs two pollers, on CPUs 0 and 1");
+	KUNIT_ASSERT_NOT_NULL(test, d);
+	init_completion(&d->done);
+	w = cross_wait_new(test, cross_wait_held_upcall, 512, 1);
+	d->w = w;
+	/* the upcall returns also if an assertion ends the test */
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test,
+							cross_wait_release,
+							w), 0);
+	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(kevd_cq(w->b), 1000, 0),
+			0);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->a), 1), 0);
+	KUNIT_ASSERT_TRUE(test, kevd_test_waiting(w->b));
+	for (i = 0; i < CROSS_WAIT_MANY; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->b), 100 + i),
+				0);
+	fake_cq_set_poll_hook(kevd_cq(w->b), cross_wait_se_hook, w);
+	t = kthread_create(cross_atomic_fn, d, "kevd_cons_atomic");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	kthread_bind(t, 0);
+	wake_up_process(t);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&d->done, CONS_WAIT),
+			0);
+	KUNIT_EXPECT_EQ(test, d->rc, 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
+			0);
+	fake_cq_set_poll_hook(kevd_cq(w->b), NULL, NULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&w->fired), 1);
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	/* the upcall is still inside: the rest, from this thread */
+	for (i = 0; i < CROSS_WAIT_MANY + CROSS_WAIT_LEAVE - 2; i++) {
+		if (kevd_wait(w->b, CROSS_WAIT_US, 1, &ev, &nmore))
+			break;
+	}
+	KUNIT_EXPECT_EQ(test, i, CROSS_WAIT_MANY + CROSS_WAIT_LEAVE - 2);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
+	kunit_release_action(test, cross_wait_release, w);
 	cross_wait_free(test, w);
 }
 
@@ -5119,6 +5266,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_cross_wait_one_poller),
 	KUNIT_CASE(kevd_consumer_cross_wait_busy_pollers),
 	KUNIT_CASE(kevd_consumer_cross_wait_other_dequeue),
+	KUNIT_CASE(kevd_consumer_cross_wait_leaves_pass),
 	KUNIT_CASE(kevd_consumer_cross_wait_arm_fails),
 	KUNIT_CASE(kevd_consumer_post_during_poll),
 	KUNIT_CASE(kevd_consumer_wait_inside_upcall),
