@@ -4632,19 +4632,26 @@ static void kevd_consumer_post_during_poll(struct kunit *test)
  * @hca: the fake HCA of both.
  * @a: DTO, SINGLE_INSTANCE, on CPU 0's poller; its upcall waits on @b.
  * @b: DTO and software events, upcalls disabled.
+ * @threshold: the wait's threshold.
+ * @timeout_us: its timeout.
+ * @hold: after its wait, the upcall stays inside until @release.
  * @fired: the poll hook ran (it runs once).
  * @rc: what the wait returned.
  * @cookie: the cookie of the event it got.
- * @done: the upcall returned (or, for cross_wait_held_upcall(), its
- *	wait did).
- * @release: cross_wait_held_upcall() may return.
+ * @nmore: the events it left queued.
+ * @done: the upcall's wait returned.
+ * @release: a @hold upcall may return.
  */
 struct cross_wait {
 	struct fake_hca *hca;
 	struct kevd *a, *b;
+	u32 threshold;
+	u32 timeout_us;
+	bool hold;
 	atomic_t fired;
 	int rc;
 	u64 cookie;
+	u32 nmore;
 	struct completion done;
 	struct completion release;
 };
@@ -4663,23 +4670,24 @@ static void cross_wait_upcall(void *ctx, const struct kevd_event *ev,
 {
 	struct cross_wait *w = ctx;
 	struct kevd_event got;
-	u32 nmore;
 
-	w->rc = kevd_wait(w->b, CROSS_WAIT_US, 1, &got, &nmore);
+	w->rc = kevd_wait(w->b, w->timeout_us, w->threshold, &got, &w->nmore);
 	if (!w->rc)
 		w->cookie = got.dto.cookie;
 	complete(&w->done);
+	if (w->hold)
+		wait_for_completion(&w->release);
 }
 
 /*
  * A and B on a fake HCA, both idle with their CQs armed (a pull that
- * finds nothing arms); A's upcall is @fn, B has @b_qlen events and the
- * poller of @b_cpu. Not the test's memory: after a failed assertion the
- * upcall may still use it.
+ * finds nothing arms); A's upcall waits on B for @threshold events
+ * (within CROSS_WAIT_US, unless the test sets another timeout before it
+ * fires A), B has @b_qlen events and the poller of @b_cpu. Not the
+ * test's memory: after a failed assertion the upcall may still use it.
  */
-static struct cross_wait *cross_wait_new(struct kunit *test,
-					 kevd_upcall_func fn, u32 b_qlen,
-					 int b_cpu)
+static struct cross_wait *cross_wait_new(struct kunit *test, u32 threshold,
+					 u32 b_qlen, int b_cpu)
 {
 	struct cross_wait *w = kzalloc(sizeof(*w), GFP_KERNEL);
 	struct kevd_event ev;
@@ -4688,6 +4696,8 @@ static struct cross_wait *cross_wait_new(struct kunit *test,
 	KUNIT_ASSERT_NOT_NULL(test, w);
 	init_completion(&w->done);
 	init_completion(&w->release);
+	w->threshold = threshold;
+	w->timeout_us = CROSS_WAIT_US;
 	w->hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->hca);
 	kevd_attr_init(&attr);
@@ -4700,7 +4710,7 @@ static struct cross_wait *cross_wait_new(struct kunit *test,
 	attr.qlen = 16;
 	attr.cpu = 0;
 	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = (struct kevd_upcall){ fn, w };
+	attr.upcall = (struct kevd_upcall){ cross_wait_upcall, w };
 	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
 	w->a = kevd_create(fake_hca_ibdev(w->hca), &attr);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, w->a);
@@ -4743,7 +4753,7 @@ static void cross_wait_free(struct kunit *test, struct cross_wait *w)
  */
 static void kevd_consumer_wait_from_other_upcall(struct kunit *test)
 {
-	struct cross_wait *w = cross_wait_new(test, cross_wait_upcall, 16, 0);
+	struct cross_wait *w = cross_wait_new(test, 1, 16, 0);
 	struct kevd_event ev;
 
 	cross_wait_fire(test, w, cross_wait_hook);
@@ -4772,19 +4782,6 @@ static void cross_wait_many_hook(struct ib_cq *cq, void *ctx)
 		fake_cq_add_cookie(kevd_cq(w->b), 100 + i);
 }
 
-static void cross_wait_many_upcall(void *ctx, const struct kevd_event *ev,
-				   bool more)
-{
-	struct cross_wait *w = ctx;
-	struct kevd_event got;
-	u32 nmore;
-
-	w->rc = kevd_wait(w->b, CROSS_WAIT_US, CROSS_WAIT_MANY, &got, &nmore);
-	if (!w->rc)
-		w->cookie = got.dto.cookie + (u64)nmore * 1000;
-	complete(&w->done);
-}
-
 /*
  * A's upcall waits for CROSS_WAIT_MANY completions of B (homed on
  * @b_cpu), which come while A's poller polls A; the wait's pull uses its
@@ -4793,15 +4790,16 @@ static void cross_wait_many_upcall(void *ctx, const struct kevd_event *ev,
  */
 static void cross_wait_many(struct kunit *test, int b_cpu)
 {
-	struct cross_wait *w = cross_wait_new(test, cross_wait_many_upcall,
-					      512, b_cpu);
+	struct cross_wait *w = cross_wait_new(test, CROSS_WAIT_MANY, 512,
+					      b_cpu);
 	struct kevd_event ev;
 	int i;
 
 	cross_wait_fire(test, w, cross_wait_many_hook);
 	KUNIT_EXPECT_EQ(test, w->rc, 0);
 	/* the first, with all the others queued behind it */
-	KUNIT_EXPECT_EQ(test, w->cookie, 100ULL + (CROSS_WAIT_MANY - 1) * 1000);
+	KUNIT_EXPECT_EQ(test, w->cookie, 100ULL);
+	KUNIT_EXPECT_EQ(test, w->nmore, (u32)CROSS_WAIT_MANY - 1);
 	for (i = 1; i < CROSS_WAIT_MANY; i++) {
 		if (kevd_dequeue(w->b, &ev) || ev.dto.cookie != 100 + i)
 			break;
@@ -4862,17 +4860,6 @@ static void kevd_consumer_cross_wait_one_poller(struct kunit *test)
 
 #define CROSS_WAIT_SHORT_US	20000
 
-static void cross_wait_short_upcall(void *ctx, const struct kevd_event *ev,
-				    bool more)
-{
-	struct cross_wait *w = ctx;
-	struct kevd_event got;
-	u32 nmore;
-
-	w->rc = kevd_wait(w->b, CROSS_WAIT_SHORT_US, 1, &got, &nmore);
-	complete(&w->done);
-}
-
 /*
  * The same with B's arms failing (a provider's error) and no completion:
  * every pass the waiter makes finds nothing and queues B on its poller
@@ -4886,7 +4873,8 @@ static void kevd_consumer_cross_wait_arm_fails(struct kunit *test)
 	u32 nmore;
 
 	cross_wait_one_poller(test);
-	w = cross_wait_new(test, cross_wait_short_upcall, 16, 0);
+	w = cross_wait_new(test, 1, 16, 0);
+	w->timeout_us = CROSS_WAIT_SHORT_US;
 	fake_cq_fail_arms(kevd_cq(w->b), -EIO);
 	cross_wait_fire(test, w, NULL);
 	KUNIT_EXPECT_EQ(test, w->rc, -ETIMEDOUT);
@@ -4981,19 +4969,6 @@ static void kevd_consumer_cross_wait_busy_pollers(struct kunit *test)
 #define CROSS_WAIT_OTHER	200	/* A's threshold: above two budgets */
 #define CROSS_WAIT_LEAVE	32	/* below what one dequeue's pull moves */
 
-static void cross_wait_other_upcall(void *ctx, const struct kevd_event *ev,
-				    bool more)
-{
-	struct cross_wait *w = ctx;
-	struct kevd_event got;
-	u32 nmore;
-
-	w->rc = kevd_wait(w->b, CROSS_WAIT_US, CROSS_WAIT_OTHER, &got, &nmore);
-	if (!w->rc)
-		w->cookie = got.dto.cookie;
-	complete(&w->done);
-}
-
 /*
  * CROSS_WAIT_MANY completions for B, which do not notify, and one event
  * dequeued by this thread: its cookie. The waiter's own pull may own B
@@ -5036,7 +5011,7 @@ static void kevd_consumer_cross_wait_other_dequeue(struct kunit *test)
 	int i;
 
 	blk = cross_block_hold(test, &c);
-	w = cross_wait_new(test, cross_wait_other_upcall, 512, 1);
+	w = cross_wait_new(test, CROSS_WAIT_OTHER, 512, 1);
 	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(kevd_cq(w->b), 1000, 0),
 			0);
 	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(w->a), 1), 0);
@@ -5055,20 +5030,6 @@ static void kevd_consumer_cross_wait_other_dequeue(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
 	cross_block_end(test, blk, c);
 	cross_wait_free(test, w);
-}
-
-static void cross_wait_held_upcall(void *ctx, const struct kevd_event *ev,
-				   bool more)
-{
-	struct cross_wait *w = ctx;
-	struct kevd_event got;
-	u32 nmore;
-
-	w->rc = kevd_wait(w->b, CROSS_WAIT_US, CROSS_WAIT_LEAVE, &got, &nmore);
-	if (!w->rc)
-		w->cookie = got.dto.cookie;
-	complete(&w->done);
-	wait_for_completion(&w->release);
 }
 
 static void cross_wait_release(void *ctx)
@@ -5144,7 +5105,8 @@ static void kevd_consumer_cross_wait_leaves_pass(struct kunit *test)
 		kunit_skip(test, "needs two pollers, on CPUs 0 and 1");
 	KUNIT_ASSERT_NOT_NULL(test, d);
 	init_completion(&d->done);
-	w = cross_wait_new(test, cross_wait_held_upcall, 512, 1);
+	w = cross_wait_new(test, CROSS_WAIT_LEAVE, 512, 1);
+	w->hold = true;
 	d->w = w;
 	/* the upcall returns also if an assertion ends the test */
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test,
