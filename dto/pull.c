@@ -24,7 +24,7 @@
  *     wakes and pulls when the EVD is queued for a pass of its own
  *     poller (kevd_pull_due()), which cannot come while the upcall
  *     waits: a pass over the EVD that any thread hands on while it
- *     waits is queued there (evd/poller.c, kevd_poller_target()). One it
+ *     waits is queued there (evd/poller.c, kevd_poller_queue()). One it
  *     did not make when it leaves goes to a poller not inside an upcall
  *     (kevd_pull_leave()).
  *   - A waiter that leaves with a notification pending and nobody owning

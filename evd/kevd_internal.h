@@ -263,9 +263,10 @@ struct kevd_direct {
  * @waiter: the thread in kevd_wait(), or NULL.
  * @wait_threshold: its threshold.
  * @wait_poller: the waiter's poller, when the waiter is a poller thread
- *	(an upcall of another EVD) and the EVD has a CQ, else NULL: a pass
- *	over the EVD is queued there, and the waiter makes it
- *	(kevd_poller_target()). Written under @lock, read without it.
+ *	(an upcall of another EVD, or a timeout-0 wait in one of this EVD)
+ *	and the EVD has a CQ, else NULL: a pass over the EVD is queued
+ *	there, and the waiter makes it (kevd_poller_queue()). Written under
+ *	@lock, read without it.
  * @resize_qlen: the queue length a kevd_resize() in progress makes, or 0;
  *	a wait may not begin with a threshold above it.
  * @wq: waiters in kevd_wait() and TEARDOWN/free sleep here.

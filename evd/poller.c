@@ -57,6 +57,7 @@
 #include <linux/cpumask.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
+#include <linux/rcupdate.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
 #include <linux/slab.h>
@@ -184,19 +185,8 @@ static struct kevd_poller *kevd_poller_free(struct kevd *evd)
 	return NULL;
 }
 
-/*
- * The poller whose upcall waits in kevd_wait() on @evd, whichever thread
- * schedules (evd->wait_poller: its thread makes the pass itself,
- * kevd_pull_due(), and may be the only one free to); else a free one,
- * else the home. Not a poller whose upcall waits for anything else: an
- * upcall that schedules an EVD and then waits for what its upcall does
- * would wait for itself.
- */
-static struct kevd_poller *kevd_poller_target(struct kevd *evd)
-{
-	return READ_ONCE(evd->wait_poller) ?: kevd_poller_free(evd) ?:
-	       evd->home;
-}
+static void kevd_poller_move_on(struct kevd_poller *p, struct kevd *evd,
+				bool own);
 
 /*
  * @evd was just added to a run list, under that list's lock: if it is
@@ -218,6 +208,33 @@ static void kevd_poller_enqueue(struct kevd_poller *p, struct kevd *evd)
 	kevd_poller_added(evd);
 	spin_unlock_irqrestore(&p->lock, flags);
 	wake_up_process(p->task);
+}
+
+/*
+ * Queue @evd, which the caller has made owned by a queue, for its pass:
+ * on the poller whose upcall waits in kevd_wait() on it, whichever thread
+ * schedules (evd->wait_poller: its thread makes the pass itself,
+ * kevd_pull_due(), and may be the only one free to); else on a free one,
+ * else on the home. Not on a poller whose upcall waits for anything
+ * else: an upcall that schedules an EVD and then waits for what its
+ * upcall does would wait for itself.
+ *
+ * The wait may end between the read of wait_poller and the enqueue:
+ * its kevd_poll_move_off_here() looked at that poller's lists before
+ * @evd was there. Both look under the poller's lock, the waiter after
+ * clearing wait_poller, this after queuing: one of them sees the other,
+ * and moves @evd on. Once queued, @evd may be freed by another thread:
+ * its memory stays for the RCU read section.
+ */
+static void kevd_poller_queue(struct kevd *evd)
+{
+	struct kevd_poller *w = READ_ONCE(evd->wait_poller);
+
+	rcu_read_lock();
+	kevd_poller_enqueue(w ?: kevd_poller_free(evd) ?: evd->home, evd);
+	if (w && READ_ONCE(evd->wait_poller) != w)
+		kevd_poller_move_on(w, evd, false);
+	rcu_read_unlock();
 }
 
 /* Called by @p's own thread for an EVD it owns: wait for the next round. */
@@ -249,7 +266,7 @@ bool kevd_schedule(struct kevd *evd)
 	trace_kevd_schedule(evd, !(val & BIT(KEVD_POLL_SCHED)));
 	if (val & BIT(KEVD_POLL_SCHED))
 		return false;
-	kevd_poller_enqueue(kevd_poller_target(evd), evd);
+	kevd_poller_queue(evd);
 	return true;
 }
 
@@ -331,7 +348,7 @@ void kevd_poll_release(struct kevd *evd, bool again)
 	kevd_assert_owner(evd);
 	WRITE_ONCE(evd->busy_owner, NULL);
 	if (kevd_poll_let_go(evd, again))
-		kevd_poller_enqueue(kevd_poller_target(evd), evd);
+		kevd_poller_queue(evd);
 }
 
 /**
@@ -528,11 +545,12 @@ bool kevd_poll_own_pull(struct kevd *evd)
  *
  * For a wait inside an upcall of another EVD (evd/evd.c,
  * kevd_wait_batch()): a pass over @evd goes to the waiter's poller,
- * whichever thread hands it on (kevd_poller_target()); one queued before
- * the wait began may be in that poller's round. That pass cannot come while the upcall waits:
- * the waiter makes it itself (kevd_poll_own_pull()). Queuing an EVD on a
- * poller's run list wakes that poller's thread, so a wait whose
- * condition asks this sees it; the round's lists are the thread's own.
+ * whichever thread hands it on (kevd_poller_queue()); one queued
+ * before the wait began may be in that poller's round. That pass cannot
+ * come while the upcall waits: the waiter makes it itself
+ * (kevd_poll_own_pull()). Queuing an EVD on a poller's run list wakes
+ * that poller's thread, so a wait whose condition asks this sees it; the
+ * round's lists are the thread's own.
  *
  * Context: process context; takes the poller's lock.
  * Return: true if @evd is queued on the calling poller thread's lists.
@@ -546,29 +564,42 @@ bool kevd_poll_queued_here(struct kevd *evd)
 		kevd_poller_run_find(p, evd, false));
 }
 
+/*
+ * Take @evd off @p's run list (and, from @p's own thread, @own, its
+ * round) and queue it on a poller not inside an upcall, if there is one;
+ * if not, it stays, and waits for @p's upcall to return. The queue owns
+ * @evd: moving it from one queue to another keeps it owned.
+ */
+static void kevd_poller_move_on(struct kevd_poller *p, struct kevd *evd,
+				bool own)
+{
+	struct kevd_poller *q = kevd_poller_free(evd);
+
+	if (q && q != p && ((own && kevd_poller_round_find(p, evd, true)) ||
+			    kevd_poller_run_find(p, evd, true)))
+		kevd_poller_enqueue(q, evd);
+}
+
 /**
  * kevd_poll_move_off_here() - a waiter on a poller leaves: pass its EVD on.
- * @evd: the EVD; its waiter, the caller, has just unregistered.
+ * @evd: the EVD; its waiter, the caller, has just unregistered (and
+ *	cleared evd->wait_poller).
  *
  * A pass over @evd queued on the waiter's poller while it waited
- * (kevd_poller_target()), which its wait did not make (it found its
+ * (kevd_poller_queue()), which its wait did not make (it found its
  * events queued first), would wait for the upcall to return. It goes to
- * a poller not inside an upcall, if there is one; it stays if not (the
- * upcall is about to return). The queue owns @evd: moving it from one
- * queue to another keeps it owned.
+ * a poller not inside an upcall, if there is one.
  *
- * Context: process context; takes the pollers' locks.
+ * Context: process context; caller holds evd->lock; takes the pollers'
+ * locks.
  */
 void kevd_poll_move_off_here(struct kevd *evd)
 {
-	struct kevd_poller *p = kevd_current_poller(), *q;
+	struct kevd_poller *p = kevd_current_poller();
 
-	if (!p || kevd_poll_idle(evd))
-		return;
-	q = kevd_poller_free(evd);
-	if (q && (kevd_poller_round_find(p, evd, true) ||
-		  kevd_poller_run_find(p, evd, true)))
-		kevd_poller_enqueue(q, evd);
+	lockdep_assert_held(&evd->lock);
+	if (p && !kevd_poll_idle(evd))
+		kevd_poller_move_on(p, evd, true);
 }
 
 /*
