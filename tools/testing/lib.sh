@@ -82,8 +82,9 @@ ksrc_version() {
 
 # Fixes carried for the test kernels, applied in name order:
 #   patches/*.patch      every kernel (data races KCSAN found in siw and rxe
-#                        under kevd's traffic, ib_mad's use after free at a
-#                        device's removal)
+#                        under kevd's traffic; use after free that KASAN
+#                        found in ib_mad at a device's removal and in siw's
+#                        connect)
 #   patches/um/*.patch   ARCH=um only (the UML kernels' own defects)
 #   patches/x86_64/*.patch  ARCH=x86_64 only (races KCSAN found in the
 #                        kernel's own code, which only that kernel runs)
