@@ -21,7 +21,12 @@
  *     whole run list in one lock round trip and makes a pass over each
  *     EVD; the EVDs it queues again itself wait on a private list and
  *     open the next round, before those queued meanwhile. No lock and no
- *     wake-up per pass.
+ *     wake-up per pass. Before it runs upcalls, the poller puts the rest
+ *     of its round back on its run list (kevd_poller_publish(); before a
+ *     slow EVD's, on the next poller's), where other threads find it
+ *     while the upcall runs. That ends the round early: one lock round
+ *     trip per upcall batch, when the round holds other EVDs, and what
+ *     it queued again comes after what was queued meanwhile.
  *
  * Ownership: while KEVD_POLL_SCHED is set exactly one poller owns the EVD:
  * it alone drains and arms the CQ. For MANY the owner hands the EVD to the
@@ -46,11 +51,12 @@
  * (kevd_poll_wait_upcalls(), kevd_poll_wait_idle()): no kevd_free()
  * waits for a poller that waits. And kevd_free() takes its EVD off any
  * poller's run list itself: it does not wait for a poller that is busy
- * in an upcall to reach an EVD passed to it.
+ * in an upcall to reach an EVD passed to it, or one its round held when
+ * the upcall began (published).
  *
  * Locking (the order is in kevd_internal.h): poller->lock guards the run
  * list only. The round's lists (todo, again) belong to the poller thread:
- * no lock.
+ * no lock; no other thread looks at them.
  */
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
@@ -75,6 +81,8 @@
  * @passing: the EVD the thread makes a pass over now, or NULL.
  * @in_upcall: the EVD whose upcall the thread runs now, or NULL.
  * @batch: the batch it delivers (NULL for a doorbell); thread only.
+ * @published: the thread put the rest of its round back on @run_list
+ *	before an upcall (kevd_poller_publish()); thread only.
  * @upcall_t0: local_clock() when that upcall batch began.
  * @waiting: the thread's upcall waits in kevd_free() or TEARDOWN
  *	(kevd_poll_wait_idle(), kevd_poll_wait_upcalls()); written by the
@@ -93,6 +101,7 @@ struct kevd_poller {
 	struct kevd *in_upcall;
 	struct kevd_batch *batch;
 	u64 upcall_t0;
+	bool published;
 	bool waiting;
 	unsigned int idx;
 	int cpu;
@@ -107,6 +116,7 @@ struct kevd_poller {
  * @pass: the poll method.
  * @hp_state: the CPU hotplug state of kevd_poller_cpu_online() and
  *	kevd_poller_cpu_down(), or 0.
+ * @idle_waits: kevd_poll_wait_idle() calls in progress.
  */
 static struct kevd_pool {
 	struct kevd_poller *pollers;
@@ -114,6 +124,7 @@ static struct kevd_pool {
 	atomic_t next;
 	kevd_pass_fn pass;
 	int hp_state;
+	atomic_t idle_waits ____cacheline_aligned_in_smp;
 } kevd_pool;
 
 /**
@@ -241,6 +252,43 @@ static void kevd_poller_queue(struct kevd *evd)
 static void kevd_poller_requeue(struct kevd_poller *p, struct kevd *evd)
 {
 	list_add_tail(&evd->poll_node, &p->again);
+}
+
+/*
+ * Called by @p's own thread before it runs upcalls: put the rest of its
+ * round (todo, then again) at the head of its run list. An upcall may run
+ * long, or wait for another thread; meanwhile kevd_free() takes a dead
+ * EVD off the run list itself, and the QP drain or a pull from another
+ * poller's upcall takes one it polls (kevd_poll_take()). The round ends
+ * here: the EVD whose upcalls run, if queued again, comes after these
+ * (kevd_poller_take()). A dead EVD moved here is announced as any EVD
+ * added to a run list (kevd_poller_added()), but only while a
+ * kevd_poll_wait_idle() runs: a walk per upcall batch would cost a round
+ * of N EVDs N^2. The count is read under the run list's lock, which the
+ * waiter takes to look at the list after it counted itself (DEAD set
+ * before): either the waiter finds the EVDs moved here, or this finds
+ * the count and DEAD.
+ */
+static void kevd_poller_publish(struct kevd_poller *p)
+{
+	struct kevd *evd, *last;
+	unsigned long flags;
+
+	list_splice_tail_init(&p->again, &p->todo);
+	if (list_empty(&p->todo))
+		return;
+	last = list_last_entry(&p->todo, struct kevd, poll_node);
+	spin_lock_irqsave(&p->lock, flags);
+	list_splice_init(&p->todo, &p->run_list);
+	p->published = true;
+	if (atomic_read(&kevd_pool.idle_waits)) {
+		list_for_each_entry(evd, &p->run_list, poll_node) {
+			kevd_poller_added(evd);
+			if (evd == last)
+				break;
+		}
+	}
+	spin_unlock_irqrestore(&p->lock, flags);
 }
 
 /**
@@ -693,8 +741,9 @@ void kevd_poll_wait_upcalls(struct kevd *evd)
  * waiting poller holds: a poller that waits lets go of the dead EVDs in
  * its round too, those passed to it meanwhile and those that become dead
  * (kevd_poll_kick_waiters()). What is left to wait for is a pass in
- * progress, or a poller's round that holds @evd while that poller runs
- * an upcall of another EVD.
+ * progress, its upcalls included, or a poller's round that reaches @evd
+ * without running any: before its first upcall a poller puts the rest of
+ * its round back on its run list (kevd_poller_publish()).
  *
  * Context: process context; sleeps.
  */
@@ -703,6 +752,8 @@ void kevd_poll_wait_idle(struct kevd *evd)
 	struct kevd_poller *p = kevd_current_poller();
 
 	might_sleep();
+	/* before the run lists are looked at, under their locks */
+	atomic_inc(&kevd_pool.idle_waits);
 	if (p)
 		kevd_poller_wait_begin(p);
 	for (;;) {
@@ -718,6 +769,7 @@ void kevd_poll_wait_idle(struct kevd *evd)
 	}
 	if (p)
 		WRITE_ONCE(p->waiting, false);
+	atomic_dec(&kevd_pool.idle_waits);
 }
 
 /**
@@ -753,8 +805,11 @@ bool kevd_poller_owns(struct kevd *evd)
 	       (in_task() && READ_ONCE(evd->busy_owner) == current);
 }
 
-/* Pass the EVDs queued on @p to the next poller: @p is about to upcall. */
-static void kevd_poller_shed(struct kevd_poller *p)
+/*
+ * Pass the EVDs queued on @p to the next poller: @p is about to upcall.
+ * Return: false if there is no other poller.
+ */
+static bool kevd_poller_shed(struct kevd_poller *p)
 {
 	struct kevd_poller *to = kevd_poller_next(p);
 	unsigned long flags;
@@ -762,7 +817,7 @@ static void kevd_poller_shed(struct kevd_poller *p)
 	LIST_HEAD(moved);
 
 	if (to == p)
-		return;
+		return false;
 	list_splice_init(&p->todo, &moved);
 	/* Racy peek: an EVD queued just after it is served after the upcall. */
 	if (!data_race(list_empty(&p->run_list))) {
@@ -772,13 +827,14 @@ static void kevd_poller_shed(struct kevd_poller *p)
 	}
 	list_splice_tail_init(&p->again, &moved);
 	if (list_empty(&moved))
-		return;
+		return true;
 	spin_lock_irqsave(&to->lock, flags);
 	list_for_each_entry(evd, &moved, poll_node)
 		kevd_poller_added(evd);
 	list_splice_tail(&moved, &to->run_list);
 	spin_unlock_irqrestore(&to->lock, flags);
 	wake_up_process(to->task);
+	return true;
 }
 
 /**
@@ -788,14 +844,17 @@ static void kevd_poller_shed(struct kevd_poller *p)
  * @b: the batch they deliver, or NULL (a doorbell).
  *
  * Times the batch; a slow one marks the EVD (see "Slow upcalls" above).
+ * Before the batch of a slow EVD, the EVDs @p holds go to the next
+ * poller; before any other (or with no other poller), the rest of @p's
+ * round goes back on its run list (kevd_poller_publish()).
  */
 void kevd_poller_upcall_begin(struct kevd_poller *p, struct kevd *evd,
 			      struct kevd_batch *b)
 {
 	WRITE_ONCE(p->in_upcall, evd);
 	p->batch = b;
-	if (READ_ONCE(evd->upcall_slow))
-		kevd_poller_shed(p);
+	if (!READ_ONCE(evd->upcall_slow) || !kevd_poller_shed(p))
+		kevd_poller_publish(p);
 	p->upcall_t0 = local_clock();
 }
 
@@ -866,14 +925,19 @@ static void kevd_poller_pass(struct kevd_poller *p, struct kevd *evd)
 
 /*
  * A new round: what @p queued itself during the last one, then what was
- * queued meanwhile (each EVD gets one pass per round).
+ * queued meanwhile (each EVD gets one pass per round). After a round that
+ * ended early (kevd_poller_publish()), the run list comes first: it
+ * starts with that round's rest.
  */
 static bool kevd_poller_take(struct kevd_poller *p)
 {
-	list_splice_init(&p->again, &p->todo);
+	if (!p->published)
+		list_splice_init(&p->again, &p->todo);
 	spin_lock_irq(&p->lock);
 	list_splice_tail_init(&p->run_list, &p->todo);
+	p->published = false;
 	spin_unlock_irq(&p->lock);
+	list_splice_tail_init(&p->again, &p->todo);
 	return !list_empty(&p->todo);
 }
 

@@ -5152,6 +5152,112 @@ static void kevd_consumer_cross_wait_leaves_pass(struct kunit *test)
 	kfree(d);
 }
 
+/* --- a free behind another EVD's upcall ---------------------------------- */
+
+/*
+ * kevd_consumer_free_behind_upcall: the one poller's round holds X and B;
+ * X's upcall waits until the test thread's kevd_free() of B returns. X
+ * may be slow already: a poller with nobody to pass its EVDs to keeps
+ * them (kevd_poller_shed()), and must put them back all the same.
+ */
+struct qround {
+	struct completion w_entered, w_release, x_slow_done, x_entered, freed;
+	atomic_t x_calls;
+	int x_slow_calls;
+	bool x_gave_up;
+};
+
+static const bool qround_slow[] = { false, true };
+
+static void qround_desc(const bool *slow, char *desc)
+{
+	strscpy(desc, *slow ? "slow" : "fast", KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(qround, qround_slow, qround_desc);
+
+static void qr_w_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qround *q = ctx;
+
+	complete(&q->w_entered);
+	wait_for_completion(&q->w_release);
+}
+
+static void qr_x_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qround *q = ctx;
+
+	if (atomic_inc_return(&q->x_calls) <= q->x_slow_calls) {
+		/* The stimulus (a slow upcall), not a synchronisation. */
+		msleep(20);
+		complete(&q->x_slow_done);
+		return;
+	}
+	complete(&q->x_entered);
+	if (!wait_for_completion_timeout(&q->freed, CONS_WAIT))
+		WRITE_ONCE(q->x_gave_up, true);
+}
+
+/*
+ * A poller's round takes every EVD queued on it at once. A kevd_free() of
+ * one of them must not wait for the upcalls of the others: here X's
+ * upcall waits for that very free (a consumer's upcall that waits for a
+ * thread, which frees an unrelated EVD first). Before its first upcall
+ * the poller puts the rest of its round back where kevd_free() finds it.
+ */
+static void kevd_consumer_free_behind_upcall(struct kunit *test)
+{
+	const bool *slow = test->param_value;
+	struct kevd *w, *x, *b;
+	struct qround *q;
+	bool gave_up;
+	int ret;
+
+	cross_wait_one_poller(test);
+	/* not the test's: a failed assertion leaves upcalls that use it */
+	q = kzalloc(sizeof(*q), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, q);
+	init_completion(&q->w_entered);
+	init_completion(&q->w_release);
+	init_completion(&q->x_slow_done);
+	init_completion(&q->x_entered);
+	init_completion(&q->freed);
+	q->x_slow_calls = *slow;
+	w = qf_create(test, qr_w_upcall, q, 0);
+	x = qf_create(test, qr_x_upcall, q, 0);
+	b = qf_create(test, qf_nop_upcall, q, 0);
+
+	if (*slow) {
+		/* X is slow from now on: a shed before its batches */
+		KUNIT_ASSERT_EQ(test, kevd_post_se(x, NULL), 0);
+		KUNIT_ASSERT_GT(test,
+				wait_for_completion_timeout(&q->x_slow_done,
+							    CONS_WAIT), 0);
+	}
+	KUNIT_ASSERT_EQ(test, kevd_post_se(w, NULL), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->w_entered,
+							  CONS_WAIT), 0);
+	/* the poller is inside W's upcall: X, then B, on its run list */
+	KUNIT_ASSERT_EQ(test, kevd_post_se(x, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(b, NULL), 0);
+	/* its next round takes both; X's upcall waits for the free */
+	complete(&q->w_release);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&q->x_entered,
+							  CONS_WAIT), 0);
+	ret = kevd_free(b);
+	complete(&q->freed);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+	/* X's upcall has returned: its verdict is final */
+	KUNIT_EXPECT_EQ(test, kevd_free(x), 0);
+	gave_up = q->x_gave_up;
+	KUNIT_EXPECT_FALSE_MSG(test, gave_up,
+			       "kevd_free(B) waited for X's upcall");
+	KUNIT_EXPECT_EQ(test, kevd_free(w), 0);
+	kfree(q);
+	cross_wait_pool_back(test);
+}
+
 /* --- a wait inside the upcall ------------------------------------------- */
 
 /**
@@ -5239,6 +5345,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_cross_wait_other_dequeue),
 	KUNIT_CASE(kevd_consumer_cross_wait_leaves_pass),
 	KUNIT_CASE(kevd_consumer_cross_wait_arm_fails),
+	KUNIT_CASE_PARAM(kevd_consumer_free_behind_upcall,
+			 qround_gen_params),
 	KUNIT_CASE(kevd_consumer_post_during_poll),
 	KUNIT_CASE(kevd_consumer_wait_inside_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
