@@ -319,14 +319,10 @@ bool kevd_schedule(struct kevd *evd)
 }
 
 /*
- * Let go of @evd, unless a schedule came in during the pass: then queue it
- * again (we keep ownership). After a successful let-go the EVD may be
- * freed at once: do not touch it (wake_up_var() only hashes the address).
- */
-/*
  * The owner's end of a pass: keep @evd (return true) if it needs another
  * pass (@again) or was scheduled meanwhile (MISSED), else let go. The
- * caller queues a kept EVD. After a let-go @evd may be freed at once.
+ * caller queues a kept EVD. After a let-go @evd may be freed at once: do
+ * not touch it (wake_up_var() only hashes the address).
  */
 static bool kevd_poll_let_go(struct kevd *evd, bool again)
 {
