@@ -489,6 +489,24 @@ static bool kevd_cm_peer_rejected(struct rdma_cm_id *id,
 	return ev->status == IB_CM_REJ_CONSUMER_DEFINED;
 }
 
+/*
+ * The consumer's handler returned non-zero: rdma_cm destroys the id when
+ * this handler returns, so the binding ends first, as with
+ * kevd_cm_destroy_id(): the QP the id still has goes, drained (rdma_cm
+ * holds the id's handler mutex, which kevd_cm_qp_error() wants), and a
+ * listener's requests are rejected. The events already posted stay the
+ * consumer's: their private data goes to the connection EVD, which
+ * frees it with its memory.
+ */
+static void kevd_cm_end_in_handler(struct kevd_cm *cm, struct rdma_cm_id *id)
+{
+	kevd_cm_destroy_qp(cm, kevd_cm_qp_error(id));
+	kevd_cm_orphan_requests(cm);
+	if (cm->conn_evd)
+		kevd_keep(cm->conn_evd, &cm->pdata);
+	kevd_cm_release(cm);
+}
+
 /* The consumer's handler, for an event kevd does not map. */
 static int kevd_cm_chain(struct kevd_cm *cm, struct rdma_cm_id *id,
 			 struct rdma_cm_event *ev)
@@ -496,9 +514,7 @@ static int kevd_cm_chain(struct kevd_cm *cm, struct rdma_cm_id *id,
 	int ret = cm->chain(id, ev);
 
 	if (ret) {
-		/* rdma_cm destroys the id: the binding goes first */
-		kevd_cm_orphan_requests(cm);
-		kevd_cm_release(cm);
+		kevd_cm_end_in_handler(cm, id);
 		return ret;
 	}
 	/* the consumer made its QP and connected: hold it until ESTABLISHED */

@@ -621,6 +621,64 @@ static void kevd_cm_bind_checks(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
 }
 
+/*
+ * A consumer handler that returns non-zero ends the binding, and rdma_cm
+ * destroys the id; the connection events already queued stay the
+ * consumer's, private data included, until their EVD is freed. The
+ * blocks allocated and written over after the id is gone would reuse a
+ * copy that was freed with the binding.
+ */
+static void kevd_cm_refusal_keeps_data(struct kunit *test)
+{
+	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	u8 *pdata = kunit_kzalloc(test, KEVD_CM_MAX_PRIVATE_DATA, GFP_KERNEL);
+	struct kevd_cm_attr attr = { };
+	const u32 len = 60;
+	void *churn[32];
+	struct rdma_cm_id *id;
+	struct kevd_event ev;
+	struct kevd *conn;
+	int i, ret;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	KUNIT_ASSERT_NOT_NULL(test, pdata);
+	conn = cm_evd(test, 16, KEVD_CONNECTION_FLAG, NULL);
+	id = cm_id(test, c);
+	attr.conn_evd = conn;
+	attr.ep = c;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(id, &attr), 0);
+	cm_pattern(pdata, len, 5);
+	KUNIT_EXPECT_EQ(test, cm_fire(id, RDMA_CM_EVENT_ESTABLISHED, 0, pdata,
+				      len), 0);
+	memset(pdata, 0, KEVD_CM_MAX_PRIVATE_DATA);
+
+	c->ret = -ENETRESET;
+	rdma_lock_handler(id);		/* as rdma_cm runs a handler */
+	ret = cm_fire(id, RDMA_CM_EVENT_ADDR_CHANGE, 0, NULL, 0);
+	rdma_unlock_handler(id);
+	KUNIT_EXPECT_EQ(test, ret, -ENETRESET);
+	KUNIT_EXPECT_EQ(test, c->calls, 1);
+	rdma_destroy_id(id);		/* what rdma_cm does on non-zero */
+	/* blocks the size of a copy with its list node */
+	for (i = 0; i < ARRAY_SIZE(churn); i++) {
+		churn[i] = kmalloc(len + 2 * sizeof(void *), GFP_KERNEL);
+		if (churn[i])
+			memset(churn[i], 0xa5, len + 2 * sizeof(void *));
+	}
+
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(conn, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			KEVD_CONNECTION_EVENT_ESTABLISHED);
+	KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, (void *)c);
+	KUNIT_EXPECT_EQ(test, ev.connection.private_data_size, len);
+	KUNIT_EXPECT_TRUE(test, ev.connection.private_data &&
+			  cm_pattern_ok(ev.connection.private_data, len, 5));
+	for (i = 0; i < ARRAY_SIZE(churn); i++)
+		kfree(churn[i]);
+	cm_expect_none(test, conn);
+	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
+}
+
 static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_every_event_has_a_row),
 	KUNIT_CASE(kevd_cm_event_map),
@@ -630,6 +688,7 @@ static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_request_data_outlives_its_end),
 	KUNIT_CASE(kevd_cm_listener_refuses_an_event),
 	KUNIT_CASE(kevd_cm_bind_checks),
+	KUNIT_CASE(kevd_cm_refusal_keeps_data),
 	{}
 };
 

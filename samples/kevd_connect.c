@@ -30,13 +30,18 @@
  *      blocked on it, then makes the QP and connects; kevd_cm_destroy_id()
  *      must destroy that QP too, or the QP leaks and its EVD cannot be
  *      freed;
- *   6. an endpoint is destroyed while connected, its receive queue full
+ *   6. the requester's ROUTE_RESOLVED handler makes its QP, posts
+ *      receives on it and gives the id up by returning non-zero, as an
+ *      rdma_cm consumer does: before rdma_cm destroys the id, kevd must
+ *      drain the QP (the receives come back flushed) and destroy it, or
+ *      the QP leaks and its EVD cannot be freed;
+ *   7. an endpoint is destroyed while connected, its receive queue full
  *      (four times what its EVD holds, or more): kevd_cm_destroy_id()
  *      takes their flushes into the EVD, which grows, before the QP goes;
- *   7. a request to a port nobody listens on: whatever the transport
+ *   8. a request to a port nobody listens on: whatever the transport
  *      reports (NON_PEER_REJECTED on IB and RoCE; on iWARP the connect is
  *      refused, as an event or by rdma_connect() itself) is printed;
- *   8. requests no consumer decided on: one to a listener bound without a
+ *   9. requests no consumer decided on: one to a listener bound without a
  *      CR EVD, and one pending when its listener (the one of steps 1 to
  *      6) is destroyed. kevd refuses them, and the requester must see
  *      NON_PEER_REJECTED, not a consumer's reject.
@@ -46,6 +51,7 @@
  *   kevd-e2e-cm device=siw0 cycles=1 cr=3 established=4 peer_rejected=1
  *     disconnected=2 flushed=64 after_disconnect=0 sends=8 recvs=8
  *     mr_steps=5 outside_mr=<DTO status> destroyed_in_handler=1
+ *     ended_in_handler=1
  *     destroyed_connected=<flushes: the receives its queue took>
  *     no_listener=<event or errno> refused=2 ok
  * The load fails (-EIO) if any step fails.
@@ -106,9 +112,13 @@ MODULE_PARM_DESC(port, "TCP port of the listener (the next one must be free)");
 #define KC_HELD		8	/* receives each side holds (until_removed) */
 #define KC_GONE		(3 * KC_FLUSH)	/* at most, of a destroyed endpoint */
 
-/* kc_destroy_round(): the handler's ROUTE_RESOLVED holds on @go. */
+/*
+ * kc_destroy_round(): the handler's ROUTE_RESOLVED holds on @go.
+ * kc_end_in_handler_round(): with @give_up, it gives the id up instead.
+ */
 struct kc_hold {
 	struct completion at_route, go;
+	struct kc_dev *give_up;
 };
 
 /*
@@ -124,7 +134,7 @@ struct kc_active {
 	int err;
 	struct completion failed;
 	struct kc_hold *hold;
-	bool destroying, qp_made;
+	bool destroying, qp_made, gave_up;
 };
 
 struct kc_dev {
@@ -138,6 +148,7 @@ struct kc_dev {
 	u64 dma;
 	int cr, established, peer_rejected, disconnected, flushed, after;
 	int sends, recvs, mr_steps, destroyed, destroyed_connected, refused;
+	int ended;
 	u32 outside_status;
 	void *mr_buf;
 	char no_listener[32];
@@ -161,6 +172,30 @@ static bool kc_pattern_ok(const void *p, u32 size, u32 len, u8 seed)
 	return !memcmp(p, want, len);
 }
 
+static int kc_post(struct kc_dev *d, struct ib_qp *qp, bool send, u64 cookie,
+		   u32 slot);
+
+/* kc_end_in_handler_round(): the cookie of the first receive. */
+#define KC_GIVE_UP_COOKIE	600
+
+/*
+ * The handler of kc_end_in_handler_round(), on ROUTE_RESOLVED after it
+ * made the QP (@ret: how that went): receives posted, and the id given
+ * up, by a non-zero return.
+ */
+static int kc_give_up(struct kc_active *a, struct rdma_cm_id *id, int ret)
+{
+	int i;
+
+	for (i = 0; i < KC_HELD && !ret; i++)
+		ret = kc_post(a->hold->give_up, id->qp, false,
+			      KC_GIVE_UP_COOKIE + i, i);
+	a->err = ret;
+	a->gave_up = true;
+	complete(&a->failed);
+	return -ECONNABORTED;
+}
+
 static int kc_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
 	struct kc_active *a = kevd_cm_context(id);
@@ -181,6 +216,11 @@ static int kc_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		ret = rdma_resolve_route(id, 2000);
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		if (a->hold && a->hold->give_up) {
+			ret = rdma_create_qp(id, a->pd, &a->qp_attr);
+			a->qp_made = !ret;
+			return kc_give_up(a, id, ret);
+		}
 		if (a->hold) {
 			complete(&a->hold->at_route);
 			/* kc_destroy_round() completes it on every path */
@@ -1061,8 +1101,8 @@ static bool kc_blocked(struct kc_active *a, struct task_struct *t)
 static int kc_destroy_round(struct kc_dev *d)
 {
 	struct task_struct *t;
+	struct kc_hold hold = { };
 	struct kc_active a;
-	struct kc_hold hold;
 	struct kevd *evd;
 	int ret, err;
 
@@ -1111,6 +1151,65 @@ static int kc_destroy_round(struct kc_dev *d)
 	else
 		pr_err("kevd-e2e-cm: %s: destroyed in its handler: %d\n",
 		       d->name, ret);
+	return ret;
+}
+
+/*
+ * The requester's ROUTE_RESOLVED handler makes its QP, posts KC_HELD
+ * receives and returns non-zero (kc_give_up()): rdma_cm destroys the id,
+ * and kevd ends the binding before, as kevd_cm_destroy_id() would. The
+ * receives must come back flushed, in order, and the QP must be gone:
+ * the EVD its CQ belongs to can be freed once the binding has let it go.
+ */
+static int kc_end_in_handler_round(struct kc_dev *d)
+{
+	struct kc_hold hold = { .give_up = d };
+	struct kc_active a;
+	struct kevd *evd;
+	unsigned long end;
+	int ret, err;
+
+	evd = kc_evd(d, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, d->async);
+	if (IS_ERR(evd))
+		return PTR_ERR(evd);
+	ret = kc_connect(d, &a, evd, port, 9, &hold);
+	if (ret) {
+		kc_active_end(&a);
+		kevd_free(evd);
+		return ret;
+	}
+	if (!wait_for_completion_timeout(&a.failed, KC_WAIT)) {
+		/* the id is still the binding's, the handler may still run */
+		pr_err("kevd-e2e-cm: %s: no ROUTE_RESOLVED to give up on\n",
+		       d->name);
+		kc_active_end(&a);
+		kevd_free(evd);
+		return -ETIMEDOUT;
+	}
+	if (a.gave_up)
+		a.id = NULL;		/* rdma_cm destroys it */
+	else
+		kc_active_end(&a);	/* resolving failed: a.err */
+	if (!a.gave_up || !a.qp_made || a.err) {
+		pr_err("kevd-e2e-cm: %s: giving up: QP %d, receives %d\n",
+		       d->name, a.qp_made, a.err);
+		ret = -EIO;
+	}
+	ret = ret ?: kc_flushed(d, evd, KC_GIVE_UP_COOKIE, KC_HELD);
+	/* the binding lets the EVD go after the QP, as the handler returns */
+	end = jiffies + KC_WAIT;
+	for (;;) {
+		err = kevd_free(evd);
+		if (err != -EBUSY || !time_before(jiffies, end))
+			break;
+		schedule_timeout_uninterruptible(1);
+	}
+	if (err)
+		pr_err("kevd-e2e-cm: %s: the EVD of an id given up: %d\n",
+		       d->name, err);
+	ret = ret ?: err;
+	if (!ret)
+		d->ended++;
 	return ret;
 }
 
@@ -1364,15 +1463,17 @@ static int kc_run(char *spec)
 	if (!ret)
 		ret = kc_destroy_round(d);
 	if (!ret)
+		ret = kc_end_in_handler_round(d);
+	if (!ret)
 		ret = kc_destroy_connected_round(d);
 	if (!ret)
 		kc_no_listener(d);
 	if (!ret)
 		ret = kc_refused_round(d);
-	pr_info("kevd-e2e-cm device=%s cycles=%u cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d mr_steps=%d outside_mr=%u destroyed_in_handler=%d destroyed_connected=%d no_listener=%s refused=%d %s rc=%d\n",
+	pr_info("kevd-e2e-cm device=%s cycles=%u cr=%d established=%d peer_rejected=%d disconnected=%d flushed=%d after_disconnect=%d sends=%d recvs=%d mr_steps=%d outside_mr=%u destroyed_in_handler=%d ended_in_handler=%d destroyed_connected=%d no_listener=%s refused=%d %s rc=%d\n",
 		d->name, i, d->cr, d->established, d->peer_rejected,
 		d->disconnected, d->flushed, d->after, d->sends, d->recvs,
-		d->mr_steps, d->outside_status, d->destroyed,
+		d->mr_steps, d->outside_status, d->destroyed, d->ended,
 		d->destroyed_connected, d->no_listener, d->refused,
 		ret ? "failed" : "ok", ret);
 	kc_teardown(d);
