@@ -868,6 +868,7 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 		   struct rdma_conn_param *param, struct rdma_cm_id **id)
 {
 	struct kevd_cm held = { }, *req;
+	struct rdma_cm_id *rid;
 	int ret;
 
 	if (!attr || !attr->conn_evd || !pd != !qp_attr || !param || !id ||
@@ -890,7 +891,8 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 		if (ret)
 			goto err;
 	}
-	rdma_lock_handler(req->id);
+	rid = req->id;
+	rdma_lock_handler(rid);
 	req->cr_evd = held.cr_evd;
 	req->conn_evd = held.conn_evd;
 	req->async_evd = held.async_evd;
@@ -898,15 +900,19 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 	req->sp = attr->sp ?: req->id;
 	/* before the QP can receive: nothing of it is delivered yet */
 	kevd_cm_gate(req, req->conn_evd);
-	ret = rdma_accept(req->id, param);
+	ret = rdma_accept(rid, param);
 	if (!ret)
 		req->request = false;	/* an endpoint: its events flow */
-	rdma_unlock_handler(req->id);
+	rdma_unlock_handler(rid);
 	if (ret) {
 		kevd_cr_end(req, KEVD_REJ_NO_ROOM, NULL, 0);
 		return ret;
 	}
-	*id = req->id;
+	/*
+	 * The consumer's now: its handler may have ended it already (a
+	 * non-zero return frees @req), so @req is not read again.
+	 */
+	*id = rid;
 	return 0;
 
 err:
