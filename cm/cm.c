@@ -322,15 +322,28 @@ static void kevd_cm_destroy_qp(struct kevd_cm *cm, bool in_error)
 	if (rcq == scq)
 		rcq = NULL;
 	kevd_cm_ungate(cm);
-	if (scq)
+	/*
+	 * The QP keeps them from kevd_free() until it is destroyed; their
+	 * memory must outlive that (kevd_cq_qp_gone()): they need not be
+	 * the binding's, which it holds.
+	 */
+	if (scq) {
+		kevd_get(scq);
 		kevd_cq_flush_qp(scq, qp, in_error);
-	if (rcq)
+	}
+	if (rcq) {
+		kevd_get(rcq);
 		kevd_cq_flush_qp(rcq, qp, in_error);
+	}
 	rdma_destroy_qp(cm->id);
-	if (scq)
+	if (scq) {
 		kevd_cq_qp_gone(scq, qp);
-	if (rcq)
+		kevd_put(scq);
+	}
+	if (rcq) {
 		kevd_cq_qp_gone(rcq, qp);
+		kevd_put(rcq);
+	}
 }
 
 /*
