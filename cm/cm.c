@@ -18,7 +18,9 @@
  *   - a request's handle (the CR event's cr) is its index in kevd_crs.
  *     Whoever takes it out (accept, reject, the listener's destruction,
  *     DEVICE_REMOVAL) owns the request: a handle works at most once, and a
- *     stale one finds nothing;
+ *     stale one finds nothing. Once kevd_cr_id() gave the consumer the
+ *     request's id (@lent), only the consumer's calls end it: a
+ *     DEVICE_REMOVAL would destroy the id under it;
  *   - private data is copied into the binding (struct kevd_cm_pdata) and
  *     freed with it, after its id is destroyed. A request kevd ends
  *     itself (its listener goes, DEVICE_REMOVAL) gives the private data
@@ -85,8 +87,10 @@
  * @gate: the gate record on @gated.
  * @request: a request not accepted: kevd's, not the consumer's. Its events
  *	go nowhere, but for DEVICE_REMOVAL, which ends it if it is still
- *	pending. Cleared under the id's handler mutex when kevd_cr_accept()
- *	has made it an endpoint.
+ *	pending and not @lent. Cleared under the id's handler mutex when
+ *	kevd_cr_accept() has made it an endpoint.
+ * @lent: on a pending request, kevd_cr_id() gave the consumer its id;
+ *	under kevd_cm_mutex.
  * @dying: kevd_cm_destroy_id() has begun: events are dropped, and the
  *	consumer's handler is not called. Set under the id's handler mutex;
  *	a wildcard listener's CONNECT_REQUEST reads it under the mutex of
@@ -109,6 +113,7 @@ struct kevd_cm {
 	struct kevd *gated;
 	struct kevd_gate gate;
 	bool request;
+	bool lent;
 	bool dying;
 };
 
@@ -265,15 +270,19 @@ static void kevd_cr_unlist(struct kevd_cm *req, bool kevds)
 
 /*
  * Take a pending request by its handle: it is the caller's after. @kevds:
- * kevd ends it, not a call of the consumer's on the handle.
+ * kevd ends it, not a call of the consumer's on the handle; not one whose
+ * id the consumer has (kevd_cr_id()).
  */
 static struct kevd_cm *kevd_cr_claim(void *cr, bool kevds)
 {
 	struct kevd_cm *req;
 
 	mutex_lock(&kevd_cm_mutex);
-	req = xa_erase(&kevd_crs, (unsigned long)cr);
+	req = xa_load(&kevd_crs, (unsigned long)cr);
+	if (req && kevds && req->lent)
+		req = NULL;
 	if (req) {
+		xa_erase(&kevd_crs, (unsigned long)cr);
 		list_del_init(&req->request_node);
 		kevd_cr_unlist(req, kevds);
 	}
@@ -616,12 +625,13 @@ static int kevd_cm_removal(struct kevd_cm *cm, struct rdma_cm_id *id,
 
 	if (cm->request) {
 		/*
-		 * Still pending: rdma_cm ends it, with the QP the consumer
-		 * may have made on kevd_cr_id(); the receives it posted there
-		 * come back flushed, as from kevd_cr_reject(). Claimed (an
-		 * accept or reject runs): the claimer ends it, as
-		 * rdma_accept() now fails. rdma_cm holds the id's handler
-		 * mutex, which kevd_cm_qp_error() wants.
+		 * Still pending: rdma_cm ends it. Claimed (an accept or
+		 * reject runs), or its id given to the consumer, which may be
+		 * making its QP there or posting receives (kevd_cr_id()): the
+		 * consumer ends it (rdma_accept() now fails), and rdma_cm's
+		 * removal waits for that, as for any id of the consumer's.
+		 * rdma_cm holds the id's handler mutex, which
+		 * kevd_cm_qp_error() wants.
 		 */
 		if (!kevd_cr_claim((void *)(unsigned long)READ_ONCE(cm->handle),
 				   true))
@@ -831,9 +841,12 @@ static int kevd_cr_check(void *cr, u32 len, bool reject, bool own_qp)
  * For a consumer that creates the QP itself (rdma_create_qp() on this id)
  * to post receives before it accepts, as a DAT consumer does with its
  * endpoint; kevd_cr_accept() then takes NULL for the PD and QP
- * attributes. The id is kevd's until the request is accepted: valid
- * while the request is pending (not after kevd_cr_reject() or the
- * listener's kevd_cm_destroy_id()); do not destroy it.
+ * attributes. The id stays kevd's until the request is accepted: valid
+ * until the consumer ends the request (kevd_cr_accept() failing,
+ * kevd_cr_reject(), or the end of its listener); do not destroy it. From
+ * this call on, kevd no longer ends the request itself: on the device's
+ * removal (DEVICE_REMOVAL) it stays pending, an accept fails, and
+ * rdma_cm's removal waits until the consumer has ended it.
  *
  * Context: process context.
  * Return: the id, or NULL for a handle that is not a pending request.
@@ -845,8 +858,10 @@ struct rdma_cm_id *kevd_cr_id(void *cr)
 
 	mutex_lock(&kevd_cm_mutex);
 	req = xa_load(&kevd_crs, (unsigned long)cr);
-	if (req)	/* an end that claims it frees it after this unlock */
+	if (req) {	/* the consumer's to end from now on */
+		req->lent = true;
 		id = req->id;
+	}
 	mutex_unlock(&kevd_cm_mutex);
 	return id;
 }

@@ -445,7 +445,7 @@ static struct rdma_cm_id *cm_pending(struct kunit *test, struct rdma_cm_id *lid,
 	req = cm_request(test, lid, port, NULL, 0, &ret);
 	KUNIT_ASSERT_EQ(test, ret, 0);
 	KUNIT_ASSERT_EQ(test, kevd_dequeue(cr_evd, ev), 0);
-	KUNIT_EXPECT_PTR_EQ(test, kevd_cr_id(ev->cr.cr), req);
+	KUNIT_EXPECT_EQ(test, ev->event_number, KEVD_CONNECTION_REQUEST_EVENT);
 	return req;
 }
 
@@ -486,6 +486,43 @@ static void kevd_cm_request_events_stay_kevds(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, c->calls, 0);
 	KUNIT_EXPECT_NULL(test, kevd_cr_id(ev.cr.cr));
 	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, NULL, 0), -EINVAL);
+	kevd_cm_destroy_id(lid);
+	KUNIT_EXPECT_EQ(test, kevd_free(cr_evd), 0);
+}
+
+/*
+ * Once kevd_cr_id() gave the consumer a request's id (to make its QP and
+ * post receives before it accepts), the request is the consumer's to
+ * end: a DEVICE_REMOVAL must not end it, which would destroy the id the
+ * consumer is using. It stays pending (rdma_cm's removal waits for the
+ * consumer), and its handle still works.
+ */
+static void kevd_cm_lent_request_stays(struct kunit *test)
+{
+	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	struct rdma_cm_id *lid, *req;
+	struct kevd *cr_evd;
+	struct kevd_event ev;
+	int ret;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	cr_evd = cm_evd(test, 16, KEVD_CR_FLAG, NULL);
+	lid = cm_listener(test, c, cr_evd);
+	req = cm_pending(test, lid, cr_evd, 12, &ev);
+	KUNIT_ASSERT_PTR_EQ(test, kevd_cr_id(ev.cr.cr), req);
+
+	rdma_lock_handler(req);		/* as rdma_cm runs a handler */
+	ret = cm_fire(req, RDMA_CM_EVENT_DEVICE_REMOVAL, 0, NULL, 0);
+	rdma_unlock_handler(req);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+	if (ret) {
+		rdma_destroy_id(req);	/* what rdma_cm does on non-zero */
+	} else {
+		KUNIT_EXPECT_PTR_EQ(test, kevd_cr_id(ev.cr.cr), req);
+		KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, NULL, 0), 0);
+	}
+	KUNIT_EXPECT_NULL(test, kevd_cr_id(ev.cr.cr));
+	KUNIT_EXPECT_EQ(test, c->calls, 0);
 	kevd_cm_destroy_id(lid);
 	KUNIT_EXPECT_EQ(test, kevd_free(cr_evd), 0);
 }
@@ -685,6 +722,7 @@ static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_request_and_reject),
 	KUNIT_CASE(kevd_cm_requests_end),
 	KUNIT_CASE(kevd_cm_request_events_stay_kevds),
+	KUNIT_CASE(kevd_cm_lent_request_stays),
 	KUNIT_CASE(kevd_cm_request_data_outlives_its_end),
 	KUNIT_CASE(kevd_cm_listener_refuses_an_event),
 	KUNIT_CASE(kevd_cm_bind_checks),

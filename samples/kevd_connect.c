@@ -59,8 +59,9 @@
  * With until_removed=<seconds>, per device it only establishes one
  * connection, exchanges the sends, posts KC_HELD receives on each side,
  * leaves a second request pending with a QP made on kevd_cr_id() and
- * KC_HELD receives posted on it (the removal must end it, and kevd flush
- * those receives to the EVD and destroy that QP) and prints
+ * KC_HELD receives posted on it (the removal must leave it pending, the
+ * consumer's to end: its reject then flushes those receives to the EVD
+ * and destroys that QP) and prints
  * "kevd-e2e-cm-removal device=<dev> running"; then it waits on the async
  * EVD for the device's removal: rdma_cm's DEVICE_REMOVAL,
  * which kevd posts there as IA_CATASTROPHIC. It tears down in the
@@ -772,46 +773,34 @@ static noinline_for_stack int kc_pend(struct kc_dev *d, struct kc_active *b,
 }
 
 /*
- * With @removed, rdma_cm's DEVICE_REMOVAL must end the pending request
- * (its handle goes stale), and kevd flush its QP's receives to @evd and
- * destroy the QP: @evd can be freed then. Either way, the request and
- * its requester end here.
+ * The pending request and its requester end here. With @removed, the
+ * device went while the consumer had the request's id (kevd_cr_id()):
+ * the request must still be pending, the consumer's to end (kevd must
+ * not have destroyed the id under it). Its reject flushes the receives
+ * posted on its QP to @evd and destroys the QP: @evd is free at once.
  */
 static noinline_for_stack int kc_pend_end(struct kc_dev *d,
 					  struct kc_active *b,
 					  struct kevd *evd, void *cr,
 					  bool removed)
 {
-	unsigned long end = jiffies + KC_WAIT;
 	int ret = 0, err;
 
-	/* rdma_cm goes through the device's ids one after the other */
-	while (removed && cr && kevd_cr_id(cr) && time_before(jiffies, end))
-		schedule_timeout_uninterruptible(1);
-	if (cr && kevd_cr_id(cr)) {
-		if (removed) {
-			pr_err("kevd-e2e-cm-removal: %s: the pending request outlived the removal\n",
-			       d->name);
-			ret = -EIO;
-		}
-		kevd_cr_reject(cr, NULL, 0);
+	if (removed && cr && !kevd_cr_id(cr)) {
+		pr_err("kevd-e2e-cm-removal: %s: the removal ended a request whose id the consumer has\n",
+		       d->name);
+		ret = -EIO;
 	}
-	/* kevd ended the request: its QP's receives came back flushed */
-	if (removed && !ret)
-		ret = kc_flushed(d, evd, 500, KC_HELD);
+	if (cr && kevd_cr_id(cr)) {
+		err = kevd_cr_reject(cr, NULL, 0);
+		/* its QP's receives come back flushed */
+		if (removed && !ret)
+			ret = err ?: kc_flushed(d, evd, 500, KC_HELD);
+	}
 	kc_active_end(b);
 	if (IS_ERR_OR_NULL(evd))
 		return ret;
-	/*
-	 * The removal takes the handle first, then destroys the QP: the EVD
-	 * is busy until it has. Without the removal, it is free at once.
-	 */
-	for (;;) {
-		err = kevd_free(evd);
-		if (err != -EBUSY || !removed || !time_before(jiffies, end))
-			break;
-		schedule_timeout_uninterruptible(1);
-	}
+	err = kevd_free(evd);
 	if (err)
 		pr_err("kevd-e2e-cm-removal: %s: the pending request's EVD: %d\n",
 		       d->name, err);
