@@ -8,9 +8,10 @@
  * by name and owner, as the module goes (MODULE_STATE_GOING: its exit has
  * run, its code is still there), and frees it. An EVD that cannot be
  * freed (QPs on its CQ, another EVD or a CM binding using it) has its
- * upcalls torn down, so no code of the gone module runs, and stays; kevd
- * then takes a reference on itself: its completion handler remains the
- * CQ's, so kevd.ko must not unload (rmmod says it is in use).
+ * upcalls torn down and stays; kevd then takes a reference on itself: its
+ * completion handler remains the CQ's, so kevd.ko must not unload (rmmod
+ * says it is in use). A CM binding left bound still calls the module's
+ * rdma_cm handler, which kevd cannot tear down (api.rst says so).
  */
 #include <linux/module.h>
 #include <linux/rcupdate.h>
