@@ -451,7 +451,7 @@ void kevd_ring_count_lost(struct kevd_ring *ring, enum kevd_stream stream,
 			  u32 posted, u32 overflows);
 u32 __kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max);
 u32 kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max,
-		  u32 *first);
+		  u32 *first, const u32 *gen, u32 want);
 u32 kevd_ring_claim(struct kevd_ring *ring, u32 max, struct kevd_claim *c);
 void kevd_ring_release(struct kevd_ring *ring);
 void kevd_ring_unclaim(struct kevd_ring *ring, struct kevd_claim *c, u32 from);

@@ -413,25 +413,34 @@ u32 __kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max)
  * @evs: where to copy them.
  * @max: at most this many.
  * @first: set to the ring index of the first (kevd_ring_push_front()).
+ * @gen: the batch's generation word (evd->upcall_gen), read under the
+ *	lock: nothing is taken once it is no longer @want.
+ * @want: its value when the batch began.
  *
  * For MANY batches. The runs given back before are behind what it takes
  * (the front is in order) and no batch that popped before it gives back
- * any more (a policy change holds new batches back until those ended):
- * it clears them, as their indices are of an older numbering.
+ * any more: it clears them, as their indices are of an older numbering.
+ * That holds because a batch the policy change stopped gives back under
+ * this lock after it saw the generation change, and a pop that sees the
+ * change takes nothing: a batch that began before the change, and pops
+ * after such a give-back, would otherwise clear the runs of batches still
+ * giving back, and its own give-back would then go behind theirs.
  *
  * Context: any; takes ring->cons_lock.
  * Return: the number of events taken.
  */
 u32 kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max,
-		  u32 *first)
+		  u32 *first, const u32 *gen, u32 want)
 {
 	unsigned long flags;
-	u32 n;
+	u32 n = 0;
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
-	ring->nruns = 0;
-	*first = ring->head;
-	n = __kevd_ring_pop(ring, evs, max);
+	if (READ_ONCE(*gen) == want) {
+		ring->nruns = 0;
+		*first = ring->head;
+		n = __kevd_ring_pop(ring, evs, max);
+	}
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	return n;
 }

@@ -554,7 +554,7 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 	}
 
 	n = kevd_ring_pop(&evd->ring, evs, min_t(u32, budget, KEVD_MANY_BATCH),
-			  &b.first);
+			  &b.first, &evd->upcall_gen, b.gen);
 	if (!n) {
 		kevd_deliver_end(evd, policy);
 		return 0;
