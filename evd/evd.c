@@ -641,7 +641,9 @@ EXPORT_SYMBOL_GPL(kevd_dequeue_batch);
  * The queue is full when its queue length of events are queued or being
  * delivered: the events a SINGLE_INSTANCE upcall batch is delivering
  * keep their slots until the batch ends, though kevd_query() no longer
- * counts them.
+ * counts them. A poll of the EVD's CQ in progress counts the room it
+ * reserved for the completions it may take (api.rst): that -ENOSPC
+ * lasts one poll.
  *
  * Context: any, hard IRQ included.
  * Return: 0, -EINVAL for a NULL @evd or an EVD without the software
