@@ -498,16 +498,24 @@ bool kevd_cq_busy(struct kevd *evd)
 void kevd_cq_destroy(struct kevd *evd)
 {
 	struct kevd_qp_drain *d, *tmp;
+	unsigned long flags;
+	LIST_HEAD(gone);
 
 	if (!evd->cq)
 		return;
 	kevd_dim_stop(evd);	/* no ib_modify_cq() after this */
 	ib_destroy_cq(evd->cq);
 	evd->cq = NULL;
-	/* drains whose flusher gave up, their markers never polled */
-	list_for_each_entry_safe(d, tmp, &evd->drains, node)
+	/*
+	 * Drains whose flusher gave up, their markers never polled. Taken
+	 * off under evd->lock: the CM may still be telling the EVD, which
+	 * it holds a reference on, that their QP is gone (kevd_cq_qp_gone()).
+	 */
+	spin_lock_irqsave(&evd->lock, flags);
+	list_splice_init(&evd->drains, &gone);
+	spin_unlock_irqrestore(&evd->lock, flags);
+	list_for_each_entry_safe(d, tmp, &gone, node)
 		kfree(d);
-	INIT_LIST_HEAD(&evd->drains);
 }
 
 /**
