@@ -39,7 +39,10 @@
  *   - a listener that goes in its own handler (the consumer's returned
  *     non-zero) leaves its requests to a work item (kevd_cm_orphans):
  *     ending one takes its handler mutex, and rdma_cm holds the
- *     listener's, of the same lock class, while the handler runs;
+ *     listener's, of the same lock class, while the handler runs. An id
+ *     that goes so leaves its QP to that work item too (kevd_cm_qps):
+ *     on iWARP the QP's destroy waits for iw_cm, whose connect reply
+ *     waits for the handler;
  *   - kevd_cr_accept() sets the EVDs of a request under the id's handler
  *     mutex (rdma_lock_handler()), so the handler never sees them change;
  *   - an endpoint whose QP completes into its connection EVD's CQ gates
@@ -53,7 +56,7 @@
  *     after (one the consumer's ROUTE_RESOLVED handler made) stays the
  *     id's last. It destroys that QP, then the id, then the binding. A
  *     handler that returns non-zero, after which rdma_cm destroys the id,
- *     releases the binding first.
+ *     releases the binding first; its QP goes after (kevd_cm_qps).
  */
 #include <linux/in.h>
 #include <linux/in6.h>
@@ -309,50 +312,83 @@ static bool kevd_cm_qp_error(struct rdma_cm_id *id)
 	return !ret;
 }
 
+/**
+ * struct kevd_cm_qp - a QP kevd ends: its completions out, then the QP.
+ * @node: on kevd_cm_qps, for a QP whose id rdma_cm destroys.
+ * @qp: the QP.
+ * @scq: the EVD of its send CQ, or NULL (not kevd's).
+ * @rcq: the EVD of its receive CQ, or NULL (not kevd's, or @scq).
+ * @in_error: kevd_cm_qp_error() moved it to error.
+ *
+ * @scq and @rcq are referenced: the QP keeps them from kevd_free() only
+ * until it is destroyed, and they need not be a binding's EVDs.
+ */
+struct kevd_cm_qp {
+	struct list_head node;
+	struct ib_qp *qp;
+	struct kevd *scq;
+	struct kevd *rcq;
+	bool in_error;
+};
+
+static void kevd_cm_qp_take(struct kevd_cm_qp *q, struct ib_qp *qp,
+			    bool in_error)
+{
+	q->qp = qp;
+	q->scq = kevd_cq_evd(qp->send_cq);
+	q->rcq = kevd_cq_evd(qp->recv_cq);
+	if (q->rcq == q->scq)
+		q->rcq = NULL;
+	if (q->scq)
+		kevd_get(q->scq);
+	if (q->rcq)
+		kevd_get(q->rcq);
+	q->in_error = in_error;
+}
+
+/*
+ * End @q's QP: its completions first go out of kevd's CQs
+ * (kevd_cq_flush_qp()): no provider takes a destroyed QP's completions
+ * out of the CQ, and kevd reads the QP when it converts one. Then the QP
+ * goes: through its @id (rdma_destroy_qp()), or, once rdma_cm destroys
+ * the id, by itself. A drain that gave up learns when the QP is gone
+ * (kevd_cq_qp_gone(): the pointer is only a key then).
+ */
+static void kevd_cm_qp_end(struct kevd_cm_qp *q, struct rdma_cm_id *id)
+{
+	if (q->scq)
+		kevd_cq_flush_qp(q->scq, q->qp, q->in_error);
+	if (q->rcq)
+		kevd_cq_flush_qp(q->rcq, q->qp, q->in_error);
+	if (id)
+		rdma_destroy_qp(id);
+	else
+		ib_destroy_qp(q->qp);
+	if (q->scq) {
+		kevd_cq_qp_gone(q->scq, q->qp);
+		kevd_put(q->scq);
+	}
+	if (q->rcq) {
+		kevd_cq_qp_gone(q->rcq, q->qp);
+		kevd_put(q->rcq);
+	}
+}
+
 /*
  * The QP of @cm's id, if it has one, goes (@in_error: kevd_cm_qp_error()
- * moved it to error). Its completions first go out of kevd's CQs
- * (kevd_cq_flush_qp()): no provider takes a destroyed QP's completions
- * out of the CQ, and kevd reads the QP when it converts one. Its gate
- * lifts first, so that a completion parked behind it goes too. A drain
- * that gave up learns when the QP is gone (kevd_cq_qp_gone(): the
- * pointer is only a key then). For an id no handler of the consumer's
- * runs on: a dying binding, or a request.
+ * moved it to error), its gate lifted first, so that a completion parked
+ * behind it goes too. For an id no handler of the consumer's runs on: a
+ * dying binding, or a request.
  */
 static void kevd_cm_destroy_qp(struct kevd_cm *cm, bool in_error)
 {
-	struct ib_qp *qp = cm->id->qp;
-	struct kevd *scq, *rcq;
+	struct kevd_cm_qp q;
 
-	if (!qp)
+	if (!cm->id->qp)
 		return;
-	scq = kevd_cq_evd(qp->send_cq);
-	rcq = kevd_cq_evd(qp->recv_cq);
-	if (rcq == scq)
-		rcq = NULL;
 	kevd_cm_ungate(cm);
-	/*
-	 * The QP keeps them from kevd_free() until it is destroyed; their
-	 * memory must outlive that (kevd_cq_qp_gone()): they need not be
-	 * the binding's, which it holds.
-	 */
-	if (scq) {
-		kevd_get(scq);
-		kevd_cq_flush_qp(scq, qp, in_error);
-	}
-	if (rcq) {
-		kevd_get(rcq);
-		kevd_cq_flush_qp(rcq, qp, in_error);
-	}
-	rdma_destroy_qp(cm->id);
-	if (scq) {
-		kevd_cq_qp_gone(scq, qp);
-		kevd_put(scq);
-	}
-	if (rcq) {
-		kevd_cq_qp_gone(rcq, qp);
-		kevd_put(rcq);
-	}
+	kevd_cm_qp_take(&q, cm->id->qp, in_error);
+	kevd_cm_qp_end(&q, cm->id);
 }
 
 /*
@@ -434,17 +470,29 @@ static void kevd_cm_end_requests(struct kevd_cm *cm)
 	kevd_cr_end_all(&mine);
 }
 
-/* Requests whose listener went from its own handler; under kevd_cm_mutex. */
+/*
+ * What a consumer handler's non-zero return leaves, under kevd_cm_mutex:
+ * the requests of a listener that went, and the QPs of ids that went
+ * (struct kevd_cm_qp). A work item ends them once the handler returned.
+ */
 static LIST_HEAD(kevd_cm_orphans);
+static LIST_HEAD(kevd_cm_qps);
 
 static void kevd_cm_orphans_end(struct work_struct *work)
 {
+	struct kevd_cm_qp *q, *tmp;
 	LIST_HEAD(mine);
+	LIST_HEAD(qps);
 
 	mutex_lock(&kevd_cm_mutex);
 	list_splice_init(&kevd_cm_orphans, &mine);
+	list_splice_init(&kevd_cm_qps, &qps);
 	mutex_unlock(&kevd_cm_mutex);
 	kevd_cr_end_all(&mine);
+	list_for_each_entry_safe(q, tmp, &qps, node) {
+		kevd_cm_qp_end(q, NULL);
+		kfree(q);
+	}
 }
 
 static DECLARE_WORK(kevd_cm_orphan_work, kevd_cm_orphans_end);
@@ -467,7 +515,7 @@ static void kevd_cm_orphan_requests(struct kevd_cm *cm)
 }
 
 /**
- * kevd_cm_exit() - end the requests of listeners that went in a handler.
+ * kevd_cm_exit() - end what ids that went in a handler left.
  *
  * Context: process context, at kevd's exit; sleeps.
  */
@@ -512,17 +560,47 @@ static bool kevd_cm_peer_rejected(struct rdma_cm_id *id,
 }
 
 /*
+ * The QP of @cm's id, whose handler returned non-zero, goes after the
+ * handler: to error now (rdma_cm holds the id's handler mutex, which
+ * kevd_cm_qp_error() wants), drained and destroyed by a work item. Not
+ * here: on iWARP, iw_cm holds the QP from a connect until its reply or
+ * the id's destruction, and a provider's destroy waits for that (siw,
+ * cxgb4), while the reply's work waits for this handler's mutex. Without
+ * memory the QP stays, as it did before kevd ended such QPs.
+ */
+static void kevd_cm_end_qp_after(struct kevd_cm *cm, struct rdma_cm_id *id)
+{
+	struct kevd_cm_qp *q;
+	bool in_error;
+
+	if (!id->qp)
+		return;
+	in_error = kevd_cm_qp_error(id);
+	kevd_cm_ungate(cm);
+	q = kmalloc(sizeof(*q), GFP_KERNEL);
+	if (!q) {
+		pr_warn("kevd: QP %u of an id its handler ended stays: no memory\n",
+			id->qp->qp_num);
+		return;
+	}
+	kevd_cm_qp_take(q, id->qp, in_error);
+	mutex_lock(&kevd_cm_mutex);
+	list_add_tail(&q->node, &kevd_cm_qps);
+	mutex_unlock(&kevd_cm_mutex);
+	queue_work(system_long_wq, &kevd_cm_orphan_work);
+}
+
+/*
  * The consumer's handler returned non-zero: rdma_cm destroys the id when
  * this handler returns, so the binding ends first, as with
- * kevd_cm_destroy_id(): the QP the id still has goes, drained (rdma_cm
- * holds the id's handler mutex, which kevd_cm_qp_error() wants), and a
- * listener's requests are rejected. The events already posted stay the
- * consumer's: their private data goes to the connection EVD, which
- * frees it with its memory.
+ * kevd_cm_destroy_id(): the QP the id still has goes, drained, and a
+ * listener's requests are rejected, both once the handler has returned.
+ * The events already posted stay the consumer's: their private data goes
+ * to the connection EVD, which frees it with its memory.
  */
 static void kevd_cm_end_in_handler(struct kevd_cm *cm, struct rdma_cm_id *id)
 {
-	kevd_cm_destroy_qp(cm, kevd_cm_qp_error(id));
+	kevd_cm_end_qp_after(cm, id);
 	kevd_cm_orphan_requests(cm);
 	if (cm->conn_evd)
 		kevd_keep(cm->conn_evd, &cm->pdata);
@@ -720,7 +798,10 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
  * meaning (Documentation/kevd/cm.rst) and passes the others (address and
  * route resolved, ...) to the handler the id was created with. That
  * handler finds its context with kevd_cm_context(): the id's context is
- * kevd's. The binding ends with kevd_cm_destroy_id().
+ * kevd's. The binding ends with kevd_cm_destroy_id(), or when that
+ * handler returns non-zero (rdma_cm then destroys the id): kevd then
+ * ends it as kevd_cm_destroy_id() would, the id's QP included, which the
+ * handler must leave to kevd.
  *
  * Context: process context.
  * Return: 0; -EINVAL for a NULL argument, a UD id, an id already bound,

@@ -31,10 +31,10 @@
  *      must destroy that QP too, or the QP leaks and its EVD cannot be
  *      freed;
  *   6. the requester's ROUTE_RESOLVED handler makes its QP, posts
- *      receives on it and gives the id up by returning non-zero, as an
- *      rdma_cm consumer does: before rdma_cm destroys the id, kevd must
- *      drain the QP (the receives come back flushed) and destroy it, or
- *      the QP leaks and its EVD cannot be freed;
+ *      receives on it, connects and gives the id up by returning
+ *      non-zero, as an rdma_cm consumer does: kevd must drain the QP
+ *      (the receives come back flushed) and destroy it once the handler
+ *      has returned, or the QP leaks and its EVD cannot be freed;
  *   7. an endpoint is destroyed while connected, its receive queue full
  *      (four times what its EVD holds, or more): kevd_cm_destroy_id()
  *      takes their flushes into the EVD, which grows, before the QP goes;
@@ -49,7 +49,7 @@
  *
  * One line per device:
  *   kevd-e2e-cm device=siw0 cycles=1 cr=3 established=4 peer_rejected=1
- *     disconnected=2 flushed=64 after_disconnect=0 sends=8 recvs=8
+ *     disconnected=2 flushed=72 after_disconnect=0 sends=8 recvs=8
  *     mr_steps=5 outside_mr=<DTO status> destroyed_in_handler=1
  *     ended_in_handler=1
  *     destroyed_connected=<flushes: the receives its queue took>
@@ -99,7 +99,7 @@ module_param(until_removed, uint, 0444);
 MODULE_PARM_DESC(until_removed, "Hold a connection until the device is removed (DEVICE_REMOVAL), at most this many seconds, up to 4000 (default 0: off)");
 static unsigned short port = 18600;
 module_param(port, ushort, 0444);
-MODULE_PARM_DESC(port, "TCP port of the listener (the next one must be free)");
+MODULE_PARM_DESC(port, "TCP port of the listener (the next three must be free)");
 
 #define KC_WAIT_US	(30 * USEC_PER_SEC)
 #define KC_WAIT		usecs_to_jiffies(KC_WAIT_US)
@@ -181,16 +181,19 @@ static int kc_post(struct kc_dev *d, struct ib_qp *qp, bool send, u64 cookie,
 
 /*
  * The handler of kc_end_in_handler_round(), on ROUTE_RESOLVED after it
- * made the QP (@ret: how that went): receives posted, and the id given
- * up, by a non-zero return.
+ * made the QP (@ret: how that went): receives posted, a connect sent,
+ * and the id given up, by a non-zero return.
  */
-static int kc_give_up(struct kc_active *a, struct rdma_cm_id *id, int ret)
+static int kc_give_up(struct kc_active *a, struct rdma_cm_id *id, int ret,
+		      struct rdma_conn_param *param)
 {
 	int i;
 
 	for (i = 0; i < KC_HELD && !ret; i++)
 		ret = kc_post(a->hold->give_up, id->qp, false,
 			      KC_GIVE_UP_COOKIE + i, i);
+	if (!ret)
+		ret = rdma_connect_locked(id, param);
 	a->err = ret;
 	a->gave_up = true;
 	complete(&a->failed);
@@ -220,7 +223,7 @@ static int kc_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		if (a->hold && a->hold->give_up) {
 			ret = rdma_create_qp(id, a->pd, &a->qp_attr);
 			a->qp_made = !ret;
-			return kc_give_up(a, id, ret);
+			return kc_give_up(a, id, ret, &param);
 		}
 		if (a->hold) {
 			complete(&a->hold->at_route);
@@ -1143,29 +1146,43 @@ static int kc_destroy_round(struct kc_dev *d)
 	return ret;
 }
 
+static int kc_listen_at(struct kc_dev *d, struct rdma_cm_id **lid, u16 at,
+			const struct kevd_cm_attr *attr);
+
 /*
  * The requester's ROUTE_RESOLVED handler makes its QP, posts KC_HELD
- * receives and returns non-zero (kc_give_up()): rdma_cm destroys the id,
- * and kevd ends the binding before, as kevd_cm_destroy_id() would. The
- * receives must come back flushed, in order, and the QP must be gone:
- * the EVD its CQ belongs to can be freed once the binding has let it go.
+ * receives, connects to a listener of its own (port + 3) and returns
+ * non-zero (kc_give_up()): rdma_cm destroys the id, and kevd ends the
+ * binding before, as kevd_cm_destroy_id() would. The receives must come
+ * back flushed, in order, and the QP must be gone: the EVD its CQ
+ * belongs to can be freed once the binding has let it go. On iWARP,
+ * iw_cm holds the QP from the connect until the reply or the id's end,
+ * and siw's destroy waits for that: a destroy inside the handler hangs.
+ * The request the listener may get is rejected with the listener.
  */
 static int kc_end_in_handler_round(struct kc_dev *d)
 {
 	struct kc_hold hold = { .give_up = d };
-	struct kc_active a;
+	struct kevd_cm_attr lattr = { .sp = d };
+	struct rdma_cm_id *lid = NULL;
+	struct kc_active a = { };
 	struct kevd *evd;
 	unsigned long end;
 	int ret, err;
 
+	lattr.cr_evd = kc_evd(d, KEVD_CR_FLAG, NULL);
+	if (IS_ERR(lattr.cr_evd))
+		return PTR_ERR(lattr.cr_evd);
 	evd = kc_evd(d, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, d->async);
-	if (IS_ERR(evd))
-		return PTR_ERR(evd);
-	ret = kc_connect(d, &a, evd, port, 9, &hold);
+	ret = PTR_ERR_OR_ZERO(evd);
+	ret = ret ?: kc_listen_at(d, &lid, port + 3, &lattr);
+	ret = ret ?: kc_connect(d, &a, evd, port + 3, 9, &hold);
 	if (ret) {
-		kc_active_end(&a);
-		kevd_free(evd);
-		return ret;
+		if (!IS_ERR(evd)) {
+			kc_active_end(&a);
+			kevd_free(evd);
+		}
+		goto out;
 	}
 	if (!wait_for_completion_timeout(&a.failed, KC_WAIT)) {
 		/* the id is still the binding's, the handler may still run */
@@ -1173,14 +1190,15 @@ static int kc_end_in_handler_round(struct kc_dev *d)
 		       d->name);
 		kc_active_end(&a);
 		kevd_free(evd);
-		return -ETIMEDOUT;
+		ret = -ETIMEDOUT;
+		goto out;
 	}
 	if (a.gave_up)
 		a.id = NULL;		/* rdma_cm destroys it */
 	else
 		kc_active_end(&a);	/* resolving failed: a.err */
 	if (!a.gave_up || !a.qp_made || a.err) {
-		pr_err("kevd-e2e-cm: %s: giving up: QP %d, receives %d\n",
+		pr_err("kevd-e2e-cm: %s: giving up: QP %d, receives and connect %d\n",
 		       d->name, a.qp_made, a.err);
 		ret = -EIO;
 	}
@@ -1199,6 +1217,10 @@ static int kc_end_in_handler_round(struct kc_dev *d)
 	ret = ret ?: err;
 	if (!ret)
 		d->ended++;
+out:
+	if (lid)
+		kevd_cm_destroy_id(lid);	/* rejects its request, if any */
+	kevd_free(lattr.cr_evd);
 	return ret;
 }
 
