@@ -927,7 +927,8 @@ static int kevd_cr_check(void *cr, u32 len, bool reject, bool own_qp)
  * kevd_cr_reject(), or the end of its listener); do not destroy it. From
  * this call on, kevd no longer ends the request itself: on the device's
  * removal (DEVICE_REMOVAL) it stays pending, an accept fails, and
- * rdma_cm's removal waits until the consumer has ended it.
+ * rdma_cm's removal waits until the consumer has ended it, so end it
+ * soon.
  *
  * Context: process context.
  * Return: the id, or NULL for a handle that is not a pending request.

@@ -240,10 +240,12 @@ struct kevd_rmr_bind_event {
  * @conn_qual: the connection qualifier: the port (the service ID on an
  *	AF_IB address).
  * @private_data: the requester's private data, or NULL. From a CM binding
- *	it is kevd's copy: valid until kevd_cr_reject() returns or, once
- *	accepted, until kevd_cm_destroy_id() of the accepted id. A request
- *	that kevd ends (its listener destroyed, DEVICE_REMOVAL) keeps it
- *	until this event's EVD is freed.
+ *	it is kevd's copy: valid until kevd_cr_reject() returns, or a
+ *	kevd_cr_accept() that took the request and failed, or, once
+ *	accepted, until kevd_cm_destroy_id() of the accepted id (until the
+ *	connection EVD is freed if a handler's non-zero return ended that
+ *	id). A request that kevd ends (its listener destroyed,
+ *	DEVICE_REMOVAL) keeps it until this event's EVD is freed.
  * @private_data_size: its size in bytes, as the CM reported it.
  */
 struct kevd_cr_event {
@@ -258,8 +260,9 @@ struct kevd_cr_event {
  * struct kevd_connection_event - a connection event.
  * @ep: the endpoint.
  * @private_data: private data, or NULL. From a CM binding it is kevd's
- *	copy, valid until kevd_cm_destroy_id() of the endpoint's id; posted
- *	with kevd_post_event(), it is the poster's.
+ *	copy, valid until kevd_cm_destroy_id() of the endpoint's id (until
+ *	this event's EVD is freed if a handler's non-zero return ended the
+ *	id); posted with kevd_post_event(), it is the poster's.
  * @private_data_size: its size in bytes.
  */
 struct kevd_connection_event {

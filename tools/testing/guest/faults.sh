@@ -177,7 +177,9 @@ removal_cycle() { # dev mark result ok module params...
 # receives posted until the device goes; it must learn it from
 # DEVICE_REMOVAL (IA_CATASTROPHIC on its async EVD), get every receive
 # back flushed (8 on each side, and 8 that a request left pending had
-# posted, which kevd ends) and tear down, so that the removal ends. Restrack, lockdep
+# posted on the QP it made on kevd_cr_id(): that request outlives the
+# removal, and the consumer's reject ends it) and tear down, so that the
+# removal ends. Restrack, lockdep
 # and KASAN/KCSAN reports fail the boot.
 removal_cm() { # device cycles
 	ok=0 i=0 bad='' cat=0
