@@ -39,10 +39,10 @@
  *   - a listener that goes in its own handler (the consumer's returned
  *     non-zero) leaves its requests to a work item (kevd_cm_orphans):
  *     ending one takes its handler mutex, and rdma_cm holds the
- *     listener's, of the same lock class, while the handler runs. An id
- *     that goes so leaves its QP to that work item too (kevd_cm_qps):
- *     on iWARP the QP's destroy waits for iw_cm, whose connect reply
- *     waits for the handler;
+ *     listener's, of the same lock class, while the handler runs. On
+ *     iWARP an id that goes so leaves its QP to that work item too
+ *     (kevd_cm_qps): the QP's destroy waits for iw_cm, whose connect
+ *     reply waits for the handler;
  *   - kevd_cr_accept() sets the EVDs of a request under the id's handler
  *     mutex (rdma_lock_handler()), so the handler never sees them change;
  *   - an endpoint whose QP completes into its connection EVD's CQ gates
@@ -56,7 +56,7 @@
  *     after (one the consumer's ROUTE_RESOLVED handler made) stays the
  *     id's last. It destroys that QP, then the id, then the binding. A
  *     handler that returns non-zero, after which rdma_cm destroys the id,
- *     releases the binding first; its QP goes after (kevd_cm_qps).
+ *     releases the binding first (on iWARP, its QP goes after).
  */
 #include <linux/in.h>
 #include <linux/in6.h>
@@ -378,7 +378,8 @@ static void kevd_cm_qp_end(struct kevd_cm_qp *q, struct rdma_cm_id *id)
  * The QP of @cm's id, if it has one, goes (@in_error: kevd_cm_qp_error()
  * moved it to error), its gate lifted first, so that a completion parked
  * behind it goes too. For an id no handler of the consumer's runs on: a
- * dying binding, or a request.
+ * dying binding, or a request; and, but on iWARP, one whose consumer
+ * handler gave it up (kevd_cm_end_qp()).
  */
 static void kevd_cm_destroy_qp(struct kevd_cm *cm, bool in_error)
 {
@@ -560,15 +561,17 @@ static bool kevd_cm_peer_rejected(struct rdma_cm_id *id,
 }
 
 /*
- * The QP of @cm's id, whose handler returned non-zero, goes after the
- * handler: to error now (rdma_cm holds the id's handler mutex, which
- * kevd_cm_qp_error() wants), drained and destroyed by a work item. Not
- * here: on iWARP, iw_cm holds the QP from a connect until its reply or
- * the id's destruction, and a provider's destroy waits for that (siw,
- * cxgb4), while the reply's work waits for this handler's mutex. Without
- * memory the QP stays, as it did before kevd ended such QPs.
+ * The QP of @cm's id, whose handler returned non-zero, goes: to error now
+ * (rdma_cm holds the id's handler mutex, which kevd_cm_qp_error() wants),
+ * then drained and destroyed. Here, but for iWARP: there iw_cm holds the
+ * QP from a connect until the reply, or the close of the connection, or
+ * the id's destruction; a provider's destroy waits for that (siw,
+ * cxgb4), and the reply's work waits for this handler's mutex. So on
+ * iWARP a work item ends the QP once the handler has returned (and
+ * rdma_cm has destroyed the id). Without memory for that the QP stays,
+ * with a warning.
  */
-static void kevd_cm_end_qp_after(struct kevd_cm *cm, struct rdma_cm_id *id)
+static void kevd_cm_end_qp(struct kevd_cm *cm, struct rdma_cm_id *id)
 {
 	struct kevd_cm_qp *q;
 	bool in_error;
@@ -576,6 +579,10 @@ static void kevd_cm_end_qp_after(struct kevd_cm *cm, struct rdma_cm_id *id)
 	if (!id->qp)
 		return;
 	in_error = kevd_cm_qp_error(id);
+	if (!id->device || !rdma_protocol_iwarp(id->device, id->port_num)) {
+		kevd_cm_destroy_qp(cm, in_error);
+		return;
+	}
 	kevd_cm_ungate(cm);
 	q = kmalloc(sizeof(*q), GFP_KERNEL);
 	if (!q) {
@@ -593,14 +600,15 @@ static void kevd_cm_end_qp_after(struct kevd_cm *cm, struct rdma_cm_id *id)
 /*
  * The consumer's handler returned non-zero: rdma_cm destroys the id when
  * this handler returns, so the binding ends first, as with
- * kevd_cm_destroy_id(): the QP the id still has goes, drained, and a
- * listener's requests are rejected, both once the handler has returned.
+ * kevd_cm_destroy_id(): the QP the id still has goes, drained (on
+ * iWARP once the handler has returned), and a listener's requests are
+ * rejected once the handler has returned.
  * The events already posted stay the consumer's: their private data goes
  * to the connection EVD, which frees it with its memory.
  */
 static void kevd_cm_end_in_handler(struct kevd_cm *cm, struct rdma_cm_id *id)
 {
-	kevd_cm_end_qp_after(cm, id);
+	kevd_cm_end_qp(cm, id);
 	kevd_cm_orphan_requests(cm);
 	if (cm->conn_evd)
 		kevd_keep(cm->conn_evd, &cm->pdata);

@@ -1157,8 +1157,9 @@ static int kc_listen_at(struct kc_dev *d, struct rdma_cm_id **lid, u16 at,
  * back flushed, in order, and the QP must be gone: the EVD its CQ
  * belongs to can be freed once the binding has let it go. On iWARP,
  * iw_cm holds the QP from the connect until the reply or the id's end,
- * and siw's destroy waits for that: a destroy inside the handler hangs.
- * The request the listener may get is rejected with the listener.
+ * and siw's destroy waits for that (kevd destroys it after the handler
+ * there). The listener goes, rejecting the request it may have got, as
+ * soon as the handler gave up: its reply ends that hold.
  */
 static int kc_end_in_handler_round(struct kc_dev *d)
 {
@@ -1197,6 +1198,9 @@ static int kc_end_in_handler_round(struct kc_dev *d)
 		a.id = NULL;		/* rdma_cm destroys it */
 	else
 		kc_active_end(&a);	/* resolving failed: a.err */
+	/* its reject answers the connect: iw_cm lets the QP go at once */
+	kevd_cm_destroy_id(lid);
+	lid = NULL;
 	if (!a.gave_up || !a.qp_made || a.err) {
 		pr_err("kevd-e2e-cm: %s: giving up: QP %d, receives and connect %d\n",
 		       d->name, a.qp_made, a.err);
