@@ -66,7 +66,8 @@ static int kevd_uint_set(const char *val, const struct kernel_param *kp)
 
 	if (kevd_param_too_long(kp, val))
 		return -EINVAL;
-	if (!val || kstrtouint(val, 0, &v) || v < p->min || v > p->max) {
+	/* decimal, as documented: no octal for a leading 0, no 0x */
+	if (!val || kstrtouint(val, 10, &v) || v < p->min || v > p->max) {
 		pr_err("kevd: invalid %s=%*pE: expected an integer from %u to %u (%s)\n",
 		       kp->name, kevd_quote_len(val), val ?: "", p->min,
 		       p->max, p->hint);

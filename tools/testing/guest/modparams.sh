@@ -25,7 +25,8 @@ modparams_suite() {
 	bad="poll_budget poll_budget=0 poll_budget=65537 poll_budget=abc poll_budget=-1
 	     default_qlen=0 default_qlen=1048577 nr_pollers=1025 nr_pollers=x
 	     default_policy=teardown default_policy=bogus default_policy=
-	     notify_check=sometimes defer_arm=65 defer_arm=-1 cq_dim=2 cq_dim=on"
+	     notify_check=sometimes defer_arm=65 defer_arm=-1 cq_dim=2 cq_dim=on
+	     poll_budget=0x40"
 	rounds="1 2 3 4 5"
 	# Under QEMU TCG with KCSAN a load takes about a second: the parsing
 	# is the same code on both kernels, so the x86_64 kernel checks one
@@ -33,7 +34,7 @@ modparams_suite() {
 	if [ "$stage" = / ]; then
 		bad="poll_budget=0 default_qlen=1048577 nr_pollers=x
 		     default_policy=teardown notify_check=sometimes defer_arm=65
-		     cq_dim=2"
+		     cq_dim=2 poll_budget=0x40"
 		rounds="1 2"
 	fi
 	nbad=0
@@ -43,8 +44,9 @@ modparams_suite() {
 		check_bad_param "$b"
 	done
 
-	# Good non-default values are taken and reported back.
-	if $MP kevd default_policy=notify poll_budget=17 default_qlen=99 \
+	# Good non-default values are taken and reported back; decimal, a
+	# leading zero included (not octal: 099 is 99).
+	if $MP kevd default_policy=notify poll_budget=17 default_qlen=099 \
 		nr_pollers=3 notify_check=poll defer_arm=5 cq_dim=1 &&
 	   [ "$(cat $params_dir/default_policy)" = notify ] &&
 	   [ "$(cat $params_dir/cq_dim)" = 1 ] &&
