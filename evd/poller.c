@@ -863,7 +863,8 @@ void kevd_poller_upcall_end(struct kevd_poller *p, struct kevd *evd)
 {
 	p->batch = NULL;
 	WRITE_ONCE(p->in_upcall, NULL);
-	if (local_clock() - p->upcall_t0 > KEVD_SLOW_UPCALL_NS)
+	/* signed: a poller moved off a CPU going down reads another clock */
+	if ((s64)(local_clock() - p->upcall_t0) > KEVD_SLOW_UPCALL_NS)
 		WRITE_ONCE(evd->upcall_slow, true);
 }
 
@@ -998,18 +999,21 @@ static int kevd_poller_cpu_down(unsigned int cpu)
  */
 int kevd_pollers_start(kevd_pass_fn pass)
 {
-	unsigned int n = kevd_param_nr_pollers ?: num_online_cpus();
 	struct kevd_poller *pollers;
-	unsigned int i;
+	unsigned int i, n;
 	int ret;
 
+	/* the CPUs counted are those the pollers are placed on */
+	cpus_read_lock();
+	n = kevd_param_nr_pollers ?: num_online_cpus();
 	/* about 6 KiB a poller: 1024 of them need vmalloc */
 	pollers = kvcalloc(n, sizeof(*pollers), GFP_KERNEL);
-	if (!pollers)
+	if (!pollers) {
+		cpus_read_unlock();
 		return -ENOMEM;
+	}
 	kevd_pool.pollers = pollers;
 	kevd_pool.pass = pass;
-	cpus_read_lock();
 	for (i = 0; i < n; i++) {
 		struct kevd_poller *p = &pollers[i];
 
