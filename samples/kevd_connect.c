@@ -31,7 +31,7 @@
  *      must destroy that QP too, or the QP leaks and its EVD cannot be
  *      freed;
  *   6. the requester's ROUTE_RESOLVED handler makes its QP, posts
- *      receives on it, connects and gives the id up by returning
+ *      receives on it and gives the id up by returning
  *      non-zero, as an rdma_cm consumer does: kevd must drain the QP
  *      (the receives come back flushed) and destroy it once the handler
  *      has returned, or the QP leaks and its EVD cannot be freed;
@@ -99,7 +99,7 @@ module_param(until_removed, uint, 0444);
 MODULE_PARM_DESC(until_removed, "Hold a connection until the device is removed (DEVICE_REMOVAL), at most this many seconds, up to 4000 (default 0: off)");
 static unsigned short port = 18600;
 module_param(port, ushort, 0444);
-MODULE_PARM_DESC(port, "TCP port of the listener (the next three must be free)");
+MODULE_PARM_DESC(port, "TCP port of the listener (the next two must be free)");
 
 #define KC_WAIT_US	(30 * USEC_PER_SEC)
 #define KC_WAIT		usecs_to_jiffies(KC_WAIT_US)
@@ -181,8 +181,10 @@ static int kc_post(struct kc_dev *d, struct ib_qp *qp, bool send, u64 cookie,
 
 /*
  * The handler of kc_end_in_handler_round(), on ROUTE_RESOLVED after it
- * made the QP (@ret: how that went): receives posted, a connect sent,
- * and the id given up, by a non-zero return.
+ * made the QP (@ret: how that went): receives posted, and the id given
+ * up, by a non-zero return. It does not connect: a siw listener closed
+ * with the connection still in its accept queue makes lockdep report
+ * TCP's own locks (inet_child_forget() under the listener's slock).
  */
 static int kc_give_up(struct kc_active *a, struct rdma_cm_id *id, int ret,
 		      struct rdma_conn_param *param)
@@ -192,8 +194,6 @@ static int kc_give_up(struct kc_active *a, struct rdma_cm_id *id, int ret,
 	for (i = 0; i < KC_HELD && !ret; i++)
 		ret = kc_post(a->hold->give_up, id->qp, false,
 			      KC_GIVE_UP_COOKIE + i, i);
-	if (!ret)
-		ret = rdma_connect_locked(id, param);
 	a->err = ret;
 	a->gave_up = true;
 	complete(&a->failed);
@@ -1146,44 +1146,30 @@ static int kc_destroy_round(struct kc_dev *d)
 	return ret;
 }
 
-static int kc_listen_at(struct kc_dev *d, struct rdma_cm_id **lid, u16 at,
-			const struct kevd_cm_attr *attr);
-
 /*
  * The requester's ROUTE_RESOLVED handler makes its QP, posts KC_HELD
- * receives, connects to a listener of its own (port + 3) and returns
- * non-zero (kc_give_up()): rdma_cm destroys the id, and kevd ends the
- * binding before, as kevd_cm_destroy_id() would. The receives must come
- * back flushed, in order, and the QP must be gone: the EVD its CQ
- * belongs to can be freed once the binding has let it go. On iWARP,
- * iw_cm holds the QP from the connect until the reply or the id's end,
- * and siw's destroy waits for that (kevd destroys it after the handler
- * there). The listener goes, rejecting the request it may have got, as
- * soon as the handler gave up: its reply ends that hold.
+ * receives and returns non-zero (kc_give_up()): rdma_cm destroys the
+ * id, and kevd ends the binding before, as kevd_cm_destroy_id() would.
+ * The receives must come back flushed, in order, and the QP must be
+ * gone: the EVD its CQ belongs to can be freed once the binding has let
+ * it go.
  */
 static int kc_end_in_handler_round(struct kc_dev *d)
 {
 	struct kc_hold hold = { .give_up = d };
-	struct kevd_cm_attr lattr = { .sp = d };
-	struct rdma_cm_id *lid = NULL;
 	struct kc_active a = { };
 	struct kevd *evd;
 	unsigned long end;
 	int ret, err;
 
-	lattr.cr_evd = kc_evd(d, KEVD_CR_FLAG, NULL);
-	if (IS_ERR(lattr.cr_evd))
-		return PTR_ERR(lattr.cr_evd);
 	evd = kc_evd(d, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, d->async);
-	ret = PTR_ERR_OR_ZERO(evd);
-	ret = ret ?: kc_listen_at(d, &lid, port + 3, &lattr);
-	ret = ret ?: kc_connect(d, &a, evd, port + 3, 9, &hold);
+	if (IS_ERR(evd))
+		return PTR_ERR(evd);
+	ret = kc_connect(d, &a, evd, port, 9, &hold);
 	if (ret) {
-		if (!IS_ERR(evd)) {
-			kc_active_end(&a);
-			kevd_free(evd);
-		}
-		goto out;
+		kc_active_end(&a);
+		kevd_free(evd);
+		return ret;
 	}
 	if (!wait_for_completion_timeout(&a.failed, KC_WAIT)) {
 		/* the id is still the binding's, the handler may still run */
@@ -1191,18 +1177,14 @@ static int kc_end_in_handler_round(struct kc_dev *d)
 		       d->name);
 		kc_active_end(&a);
 		kevd_free(evd);
-		ret = -ETIMEDOUT;
-		goto out;
+		return -ETIMEDOUT;
 	}
 	if (a.gave_up)
 		a.id = NULL;		/* rdma_cm destroys it */
 	else
 		kc_active_end(&a);	/* resolving failed: a.err */
-	/* its reject answers the connect: iw_cm lets the QP go at once */
-	kevd_cm_destroy_id(lid);
-	lid = NULL;
 	if (!a.gave_up || !a.qp_made || a.err) {
-		pr_err("kevd-e2e-cm: %s: giving up: QP %d, receives and connect %d\n",
+		pr_err("kevd-e2e-cm: %s: giving up: QP %d, receives %d\n",
 		       d->name, a.qp_made, a.err);
 		ret = -EIO;
 	}
@@ -1221,10 +1203,6 @@ static int kc_end_in_handler_round(struct kc_dev *d)
 	ret = ret ?: err;
 	if (!ret)
 		d->ended++;
-out:
-	if (lid)
-		kevd_cm_destroy_id(lid);	/* rejects its request, if any */
-	kevd_free(lattr.cr_evd);
 	return ret;
 }
 
