@@ -47,6 +47,9 @@ FAILED_AT = re.compile(r'(EXPECTATION|ASSERTION) FAILED at|'
                        r'try (timed out|faulted|crashed)')
 EXPLAIN_LINES = 4
 DETAILS_PER_TEST = 12
+# A shell suite's reason for a failure (guest/ktap.sh): "    # name: why",
+# just before the test's "not ok"; shown when nothing KUnit's printed is.
+SHELL_WHY = re.compile(r'^    # (\S+): ')
 
 
 def read_console(path):
@@ -117,6 +120,7 @@ def parse(args):
     details = [(t, 'kevd_console', 'no_bug_warning_lockdep_kasan_kcsan_oops',
                 l.strip()) for l in reports[:3]]
     pending, cases = [], []
+    why = {}
     explain = 0
     suite = None
     suite_tests = collections.Counter()
@@ -137,6 +141,9 @@ def parse(args):
         if m and suite is not None and len(m.group(1)) == 4:
             planned[suite] = int(m.group(2))
             continue
+        m = SHELL_WHY.match(l)
+        if m:
+            why[m.group(1)] = l.strip()
         m = RESULT.match(l)
         if FAILED_AT.search(l):
             explain = EXPLAIN_LINES
@@ -161,11 +168,13 @@ def parse(args):
             if status == 'fail':
                 print(f'[{t}] FAIL {suite}.{name}', file=sys.stderr)
                 lines = pending[:DETAILS_PER_TEST]
+                if not lines and not cases and name in why:
+                    lines = [why[name]]
                 if len(pending) > DETAILS_PER_TEST:
                     lines.append(f'... {len(pending) - DETAILS_PER_TEST} '
                                  'more lines on the console')
                 details += [(t, suite, name, d) for d in lines + cases]
-            pending, cases = [], []
+            pending, cases, why = [], [], {}
         elif indent == 0:
             if status == 'fail' and not any(
                     r[1] == suite and r[3] == 'fail' for r in out):
