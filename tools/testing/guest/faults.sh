@@ -140,7 +140,8 @@ wait_log() { # text pid
 # line with RESULT goes to $line (and to $rm_log as cycle $i). Success
 # (0): the load got to MARK, ended with status 0, its line matches OK
 # (grep) and DEV is back; otherwise the modules are unloaded and DEV
-# added again if it is gone, and $bad says what happened.
+# added again if it is gone, and $bad says what happened (with the
+# samples' last error lines: CI shows only the failure's reason).
 removal_cycle() { # dev mark result ok module params...
 	dev_=$1 mark_=$2 result_=$3 ok_=$4
 	shift 4
@@ -160,7 +161,11 @@ removal_cycle() { # dev mark result ok module params...
 	   rdma_readd "$dev_"; then
 		return 0
 	fi
-	bad="cycle $i (after '$mark_', rc=$rc): ${line:-no line '$result_'}"
+	# the cycle's last errors of the samples' (dmesg -c at its start)
+	why_=$(dmesg | grep -e 'kevd_rc: ' -e 'kevd_pingpong: ' \
+		-e 'kevd-e2e-cm: ' -e 'kevd-e2e-cm-removal: ' -e 'kevd: ' |
+		tail -n 3 | sed 's/^\[[^]]*\] *//' | tr '\n' ';')
+	bad="cycle $i (after '$mark_', waited=$waited, rc=$rc): ${line:-no line '$result_'}${why_:+; $why_}"
 	rdma link show "$dev_" >/dev/null 2>&1 || rdma_readd "$dev_"
 	return 1
 }
