@@ -66,6 +66,7 @@
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/isolation.h>
 #include <linux/slab.h>
 #include <linux/wait_bit.h>
 #include "kevd_internal.h"
@@ -965,9 +966,11 @@ static int kevd_poller_fn(void *data)
 }
 
 /*
- * CPU hotplug: a poller whose CPU goes down may run anywhere until it
- * comes back (the scheduler moves it, with the EVDs on its lists: nothing
- * is lost or reordered); then it is bound to it again.
+ * CPU hotplug: a poller whose CPU goes down may run on any housekeeping
+ * CPU, as an unbound kthread, until it comes back (the scheduler moves
+ * it, with the EVDs on its lists: nothing is lost or reordered); then it
+ * is bound to it again. Only kevd moves a poller: kthread_bind() at its
+ * start made it refuse user space's sched_setaffinity().
  */
 static void kevd_poller_bind(int cpu, const struct cpumask *mask)
 {
@@ -986,7 +989,12 @@ static int kevd_poller_cpu_online(unsigned int cpu)
 
 static int kevd_poller_cpu_down(unsigned int cpu)
 {
-	kevd_poller_bind(cpu, cpu_possible_mask);
+	const struct cpumask *hk = housekeeping_cpumask(HK_TYPE_KTHREAD);
+
+	/* the last active housekeeping CPU going: anywhere, then */
+	if (!cpumask_intersects(hk, cpu_active_mask))
+		hk = cpu_possible_mask;
+	kevd_poller_bind(cpu, hk);
 	return 0;
 }
 
@@ -1029,7 +1037,7 @@ int kevd_pollers_start(kevd_pass_fn pass)
 			ret = PTR_ERR(p->task);
 			goto err;
 		}
-		set_cpus_allowed_ptr(p->task, cpumask_of(p->cpu));
+		kthread_bind(p->task, p->cpu);	/* and PF_NO_SETAFFINITY */
 		wake_up_process(p->task);
 	}
 	kevd_pool.nr_pollers = n;

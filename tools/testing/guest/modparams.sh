@@ -39,7 +39,7 @@ modparams_suite() {
 	fi
 	nbad=0
 	for b in $bad; do nbad=$((nbad + 1)); done
-	ktap_begin kevd_modparams $((nbad + 6))
+	ktap_begin kevd_modparams $((nbad + 7))
 	for b in $bad; do
 		check_bad_param "$b"
 	done
@@ -59,6 +59,27 @@ modparams_suite() {
 		ktap_result ok accept_non_default_values
 	else
 		ktap_result not-ok accept_non_default_values
+	fi
+
+	# Each poller is bound to one CPU, and only kevd moves it: user space
+	# cannot (kthread_bind(): sched_setaffinity() fails).
+	np=0 moved=0 wide=
+	for d in /proc/[0-9]*; do
+		case $(cat "$d/comm" 2>/dev/null) in
+		kevd_poll/*) ;;
+		*) continue ;;
+		esac
+		np=$((np + 1))
+		taskset -p 1 "${d#/proc/}" >/dev/null 2>&1 && moved=$((moved + 1))
+		a=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$d/status")
+		case $a in
+		''|*[!0-9]*) wide="$wide '$a'" ;;
+		esac
+	done
+	if [ $np = 3 ] && [ $moved = 0 ] && [ -z "$wide" ]; then
+		ktap_result ok pollers_bound_not_movable
+	else
+		ktap_result not-ok pollers_bound_not_movable "$np pollers, $moved moved by taskset, allowed CPUs:$wide"
 	fi
 
 	unload_all
