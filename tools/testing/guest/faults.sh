@@ -128,7 +128,8 @@ lifecycle_suite() {
 wait_log() { # text pid
 	n=0
 	while ! dmesg | grep -q "$1"; do
-		kill -0 "$2" 2>/dev/null || return 1
+		# it may have printed TEXT since the look, then exited
+		kill -0 "$2" 2>/dev/null || { dmesg | grep -q "$1"; return; }
 		n=$((n + 1))
 		[ $n -gt 1200 ] && return 1
 		sleep 0.1
@@ -161,9 +162,11 @@ removal_cycle() { # dev mark result ok module params...
 	   rdma_readd "$dev_"; then
 		return 0
 	fi
-	# the cycle's last errors of the samples' (dmesg -c at its start)
+	# the cycle's last errors of the samples' and their modes' results
+	# (dmesg -c at its start)
 	why_=$(dmesg | grep -e 'kevd_rc: ' -e 'kevd_pingpong: ' \
-		-e 'kevd-e2e-cm: ' -e 'kevd-e2e-cm-removal: ' -e 'kevd: ' |
+		-e 'kevd-e2e device=' -e 'kevd-e2e-cm: ' \
+		-e 'kevd-e2e-cm-removal: ' -e 'kevd: ' |
 		tail -n 3 | sed 's/^\[[^]]*\] *//' | tr '\n' ';')
 	bad="cycle $i (after '$mark_', waited=$waited, rc=$rc): ${line:-no line '$result_'}${why_:+; $why_}"
 	rdma link show "$dev_" >/dev/null 2>&1 || rdma_readd "$dev_"
