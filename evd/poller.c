@@ -969,8 +969,10 @@ static int kevd_poller_fn(void *data)
  * CPU hotplug: a poller whose CPU goes down may run on any housekeeping
  * CPU, as an unbound kthread, until it comes back (the scheduler moves
  * it, with the EVDs on its lists: nothing is lost or reordered); then it
- * is bound to it again. Only kevd moves a poller: kthread_bind() at its
- * start made it refuse user space's sched_setaffinity().
+ * is bound to it again (one that wakes before this callback, the CPU
+ * already inactive, is put anywhere by the scheduler's fallback first).
+ * User space cannot move a poller: kthread_bind() at its start made it
+ * refuse sched_setaffinity().
  */
 static void kevd_poller_bind(int cpu, const struct cpumask *mask)
 {
