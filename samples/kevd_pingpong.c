@@ -559,9 +559,13 @@ static int pp_fence(struct pp_dev *d, int m)
 	 * still completes, flushed, and is the run's.
 	 */
 	rc = ib_post_send(a->qp, &wr, NULL);
-	if (rc)
+	if (rc) {
 		pr_err("kevd_pingpong: %s: fence post failed: %d\n",
 		       dev_name(&d->dev->dev), rc);
+		/* else nothing ever completes the receive */
+		if (rc != -ENOTCONN && !READ_ONCE(d->removing))
+			return rc;
+	}
 	pp_expect(d, rc ? 1 : 2);
 	return pp_collect(d, m, atomic_read(&d->rec.target)) ?: rc;
 }
