@@ -48,7 +48,8 @@ FAILED_AT = re.compile(r'(EXPECTATION|ASSERTION) FAILED at|'
 EXPLAIN_LINES = 4
 DETAILS_PER_TEST = 12
 # A shell suite's reason for a failure (guest/ktap.sh): "    # name: why",
-# just before the test's "not ok"; shown when nothing KUnit's printed is.
+# each of its lines, just before the test's "not ok"; shown when nothing
+# KUnit's printed is.
 SHELL_WHY = re.compile(r'^    # (\S+): ')
 
 
@@ -143,7 +144,7 @@ def parse(args):
             continue
         m = SHELL_WHY.match(l)
         if m:
-            why[m.group(1)] = l.strip()
+            why.setdefault(m.group(1), []).append(l.strip())
         m = RESULT.match(l)
         if FAILED_AT.search(l):
             explain = EXPLAIN_LINES
@@ -169,7 +170,7 @@ def parse(args):
                 print(f'[{t}] FAIL {suite}.{name}', file=sys.stderr)
                 lines = pending[:DETAILS_PER_TEST]
                 if not lines and not cases and name in why:
-                    lines = [why[name]]
+                    lines = why[name][:DETAILS_PER_TEST]
                 if len(pending) > DETAILS_PER_TEST:
                     lines.append(f'... {len(pending) - DETAILS_PER_TEST} '
                                  'more lines on the console')

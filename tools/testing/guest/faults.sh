@@ -163,10 +163,11 @@ removal_cycle() { # dev mark result ok module params...
 		return 0
 	fi
 	# the cycle's last errors of the samples' and their modes' results
-	# (dmesg -c at its start)
+	# but the clean ones (dmesg -c at its start)
 	why_=$(dmesg | grep -e 'kevd_rc: ' -e 'kevd_pingpong: ' \
 		-e 'kevd-e2e device=' -e 'kevd-e2e-cm: ' \
 		-e 'kevd-e2e-cm-removal: ' -e 'kevd: ' |
+		grep -v 'kevd-e2e device=.* lost=0 dup=0 bad=0 misordered=0 .* rc=0$' |
 		tail -n 3 | sed 's/^\[[^]]*\] *//' | tr '\n' ';')
 	bad="cycle $i (after '$mark_', waited=$waited, rc=$rc): ${line:-no line '$result_'}${why_:+; $why_}"
 	rdma link show "$dev_" >/dev/null 2>&1 || rdma_readd "$dev_"

@@ -24,7 +24,8 @@ ktap_result() { # ok|not-ok|skip name [diag]
 	elif [ "$1" = skip ]; then
 		echo "    ok $ktap_n $2 # SKIP $3"
 	else
-		[ -n "$3" ] && echo "    # $2: $3"
+		# every line of the reason names the test (parse_console.py)
+		[ -n "$3" ] && printf '%s\n' "$3" | sed "s|^|    # $2: |"
 		echo "    not ok $ktap_n $2"
 		ktap_fail=1
 	fi
