@@ -540,7 +540,7 @@ static int pp_post_send(struct pp_side *s, struct pp_side *peer, u32 k,
  * writes is delivered only after their data is placed (RDMAP ordering), so
  * its receive completion makes the check of the written data valid.
  */
-static int pp_fence(struct pp_dev *d, int m)
+static noinline_for_stack int pp_fence(struct pp_dev *d, int m)
 {
 	struct pp_side *a = &d->side[0], *b = &d->side[1];
 	struct ib_send_wr wr = {
@@ -607,8 +607,8 @@ static int pp_recv_send(struct pp_dev *d, u32 k, u32 idx, enum pp_kind rkind,
 }
 
 /* One batch of @n operations of one kind, A to B; returns 0 or -errno. */
-static int pp_batch(struct pp_dev *d, int m, enum pp_kind kind, u32 base,
-		    u32 n)
+static noinline_for_stack int pp_batch(struct pp_dev *d, int m,
+				       enum pp_kind kind, u32 base, u32 n)
 {
 	struct pp_side *a = &d->side[0], *b = &d->side[1];
 	int rc = 0, expect = 0, failed;
