@@ -186,8 +186,7 @@ static int kc_post(struct kc_dev *d, struct ib_qp *qp, bool send, u64 cookie,
  * with the connection still in its accept queue makes lockdep report
  * TCP's own locks (inet_child_forget() under the listener's slock).
  */
-static int kc_give_up(struct kc_active *a, struct rdma_cm_id *id, int ret,
-		      struct rdma_conn_param *param)
+static int kc_give_up(struct kc_active *a, struct rdma_cm_id *id, int ret)
 {
 	int i;
 
@@ -223,7 +222,7 @@ static int kc_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		if (a->hold && a->hold->give_up) {
 			ret = rdma_create_qp(id, a->pd, &a->qp_attr);
 			a->qp_made = !ret;
-			return kc_give_up(a, id, ret, &param);
+			return kc_give_up(a, id, ret);
 		}
 		if (a->hold) {
 			complete(&a->hold->at_route);
