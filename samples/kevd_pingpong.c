@@ -535,6 +535,19 @@ static int pp_post_send(struct pp_side *s, struct pp_side *peer, u32 k,
 }
 
 /*
+ * A post refused while the device goes, or with -ENOTCONN (siw refuses one
+ * so while the remove callback's move to error waits for the QP's lock):
+ * what was posted before it still completes, flushed, and is the run's to
+ * collect. Any other refusal fails the batch at once: a receive whose send
+ * was refused would never complete, and waiting for it only turns @rc into
+ * a timeout.
+ */
+static bool pp_refusal_fails(struct pp_dev *d, int rc)
+{
+	return rc != -ENOTCONN && !READ_ONCE(d->removing);
+}
+
+/*
  * iWARP completes an RDMA WRITE at the requester once it is sent, not once
  * it is placed: the payload may still be on its way. A SEND behind the
  * writes is delivered only after their data is placed (RDMAP ordering), so
@@ -553,17 +566,11 @@ static noinline_for_stack int pp_fence(struct pp_dev *d, int m)
 	rc = pp_post_recv(b, 0, pp_cookie(0, PP_FENCE_RECV), false);
 	if (rc)
 		return rc;
-	/*
-	 * A send refused after the receive was posted (siw refuses a post
-	 * while the QP's move to error waits for its lock): the receive
-	 * still completes, flushed, and is the run's.
-	 */
 	rc = ib_post_send(a->qp, &wr, NULL);
 	if (rc) {
 		pr_err("kevd_pingpong: %s: fence post failed: %d\n",
 		       dev_name(&d->dev->dev), rc);
-		/* else nothing ever completes the receive */
-		if (rc != -ENOTCONN && !READ_ONCE(d->removing))
+		if (pp_refusal_fails(d, rc))
 			return rc;
 	}
 	pp_expect(d, rc ? 1 : 2);
@@ -654,10 +661,13 @@ static noinline_for_stack int pp_batch(struct pp_dev *d, int m,
 		}
 	}
 	pp_expect(d, expect);
-	if (rc)
+	if (rc) {
 		pr_err("kevd_pingpong: %s: post failed: %d\n",
 		       dev_name(&d->dev->dev), rc);
-	/* what was posted completes, also after a failed post */
+		if (pp_refusal_fails(d, rc))
+			return rc;
+	}
+	/* what was posted completes, also after a post the removal refused */
 	rc = pp_collect(d, m, atomic_read(&d->rec.target)) ?: rc;
 	if (!rc && kind == PP_WRITE && d->iwarp)
 		rc = pp_fence(d, m);
