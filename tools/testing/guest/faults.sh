@@ -155,7 +155,7 @@ removal_cycle() { # dev mark result ok module params...
 	wait $pid
 	rc=$?
 	line=$(dmesg | grep "$result_")
-	echo "$dev_ cycle $i: $line" >>"$rm_log"
+	echo "$dev_ cycle $i${what_:+ ($what_)}: $line" >>"$rm_log"
 	rmmod "$1" 2>/dev/null
 	rmmod kevd_rc 2>/dev/null
 	if [ $waited = 1 ] && [ $rc = 0 ] && echo "$line" | grep -q "$ok_" &&
@@ -169,7 +169,7 @@ removal_cycle() { # dev mark result ok module params...
 		-e 'kevd-e2e-cm-removal: ' -e 'kevd: ' |
 		grep -v 'kevd-e2e device=.* lost=0 dup=0 bad=0 misordered=0 .* rc=0$' |
 		tail -n 3 | sed 's/^\[[^]]*\] *//' | tr '\n' ';')
-	bad="cycle $i (after '$mark_', waited=$waited, rc=$rc): ${line:-no line '$result_'}${why_:+; $why_}"
+	bad="cycle $i (${what_:+$what_, }after '$mark_', waited=$waited, rc=$rc): ${line:-no line '$result_'}${why_:+; $why_}"
 	rdma link show "$dev_" >/dev/null 2>&1 || rdma_readd "$dev_"
 	return 1
 }
@@ -181,7 +181,8 @@ removal_cycle() { # dev mark result ok module params...
 # lost, duplicated or corrupted, the load must end (no hang) and
 # kevd_pingpong unload; one cycle in four deletes the device as soon as
 # the run has started (during the connection setup), the others once
-# traffic flows. Then kevd_removal_cm_cycles times (default 5) per device,
+# traffic flows, each in one delivery mode (modes=, in turn), so that the
+# removal meets every mode's paths. Then kevd_removal_cm_cycles times (default 5) per device,
 # a consumer without an ib_client: kevd_connect holds a connection with
 # receives posted until the device goes; it must learn it from
 # DEVICE_REMOVAL (IA_CATASTROPHIC on its async EVD), get every receive
@@ -216,20 +217,26 @@ removal_suite() {
 	: >"$rm_log"
 	cycles=${kevd_removal_cycles:-20}
 	devs="siw0 rxe0"
+	rm_modes="dequeue wait single notify many seed"
 	ktap_begin kevd_removal 4
 	rdma_devices >/dev/null 2>&1
 	$MP kevd default_policy=disable
 	for dev in $devs; do
-		ok=0 i=0 bad='' flushed=0 errors=0 ops=0
+		ok=0 i=0 bad='' flushed=0 errors=0 ops=0 j=0
 		while [ $i -lt "$cycles" ]; do
 			i=$((i + 1))
-			mark=running
-			[ $((i % 4)) = 1 ] && mark=started
+			mark=started what_=
+			if [ $((i % 4)) != 1 ]; then
+				set -- $rm_modes
+				shift $((j % $#))
+				mark=running what_="modes=$1" j=$((j + 1))
+			fi
+			# shellcheck disable=SC2086 # what_: one word or none
 			if removal_cycle $dev "kevd-e2e-removal device=$dev $mark" \
 			   "kevd-e2e-removal device=$dev rounds=" \
 			   ' lost=0 dup=0 bad=0 misordered=0 rc=0 ok$' \
 			   kevd_pingpong device=$dev until_removed=120 \
-			   iterations=400 depth=16; then
+			   iterations=400 depth=16 $what_; then
 				ok=$((ok + 1))
 				f=${line#* flushed=}
 				e=${line#* errors=}
@@ -245,6 +252,7 @@ removal_suite() {
 		else
 			ktap_result not-ok "${dev}_removed_under_traffic_${cycles}_times" "$ok of $cycles; $bad"
 		fi
+		what_=
 		removal_cm "$dev" "${kevd_removal_cm_cycles:-5}"
 	done
 	# the soak's KUnit loop uses kevd meanwhile (guest/soak.sh)
