@@ -961,13 +961,16 @@ static bool kevd_wait_ready(struct kevd *evd, u32 threshold)
 
 /*
  * No lock: may a wait take events without registering? Upcalls disabled,
- * nobody waiting, waitable, a reachable threshold.
+ * nobody waiting, open (not being freed) and waitable, a reachable
+ * threshold.
  */
 static bool kevd_wait_fast_ok(struct kevd *evd, u32 threshold)
 {
 	return !kevd_upcalls_enabled(READ_ONCE(evd->policy)) &&
 	       !READ_ONCE(evd->waiter) &&
-	       !(READ_ONCE(evd->state) & KEVD_STATE_UNWAITABLE) &&
+	       (READ_ONCE(evd->state) & (KEVD_STATE_OPEN |
+					 KEVD_STATE_UNWAITABLE)) ==
+	       KEVD_STATE_OPEN &&
 	       threshold <= kevd_ring_qlen(&evd->ring);
 }
 
@@ -1019,6 +1022,9 @@ static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps)
 		if (evd->cq)
 			WRITE_ONCE(evd->wait_poller, kevd_current_poller());
 		WRITE_ONCE(evd->state, evd->state | KEVD_STATE_WAITED);
+	} else {
+		/* under the lock: a free waiting meanwhile may return after */
+		trace_kevd_wait_end(evd, ret, 0);
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 	return ret;
@@ -1086,9 +1092,10 @@ static long kevd_wait_left(long left, unsigned long deadline)
  * (which may disable upcalls and then wait with a timeout of 0 only).
  * Return: the number of events taken, 1 .. @n; -ETIMEDOUT, -ERESTARTSYS
  * on a signal, -EBUSY if another thread waits, -EINVAL for bad arguments,
- * enabled upcalls or an EVD that another thread is freeing, -ECANCELED
- * when the EVD is or becomes unwaitable, -EDEADLK for a wait that would
- * sleep inside an upcall of @evd.
+ * enabled upcalls or an EVD that another thread is freeing (while that
+ * free waits; after it returned the EVD is gone, as for any call),
+ * -ECANCELED when the EVD is or becomes unwaitable, -EDEADLK for a wait
+ * that would sleep inside an upcall of @evd.
  */
 int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 		    struct kevd_event *evs, u32 n, u32 *nmore)
@@ -1117,10 +1124,8 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 		}
 	}
 	ret = kevd_wait_begin(evd, threshold, timeout_us != 0);
-	if (ret) {
-		trace_kevd_wait_end(evd, ret, 0);
+	if (ret)
 		return ret;
-	}
 	/* Pairs with kevd_pull_unarmed_ok(): waiter set, then its mark read. */
 	smp_mb();
 
@@ -1188,9 +1193,9 @@ EXPORT_SYMBOL_GPL(kevd_wait_batch);
  * (which may disable upcalls and then wait with a timeout of 0 only).
  * Return: 0 with an event, -ETIMEDOUT, -ERESTARTSYS on a signal, -EBUSY
  * if another thread waits, -EINVAL for bad arguments, enabled upcalls or
- * an EVD that another thread is freeing, -ECANCELED when the EVD is or
- * becomes unwaitable, -EDEADLK for a wait that would sleep inside an
- * upcall of @evd.
+ * an EVD that another thread is freeing (while that free waits),
+ * -ECANCELED when the EVD is or becomes unwaitable, -EDEADLK for a wait
+ * that would sleep inside an upcall of @evd.
  */
 int kevd_wait(struct kevd *evd, u32 timeout_us, u32 threshold,
 	      struct kevd_event *ev, u32 *nmore)

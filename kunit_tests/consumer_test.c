@@ -2241,15 +2241,27 @@ static int freer_fn(void *data)
 	return 0;
 }
 
+static const bool freed_queued[] = { false, true };
+
+static void freed_queued_desc(const bool *q, char *desc)
+{
+	strscpy(desc, *q ? "event_queued" : "empty", KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(freed_queued, freed_queued, freed_queued_desc);
+
 /*
  * A wait that begins while another thread frees the EVD (its kevd_free()
  * waits for a poller's pass to end) is refused with -EINVAL, as
  * kevd_modify_upcall() answers then: it must not register as the waiter
  * of an EVD whose memory the free releases when it returns. Before, it
- * registered (here it timed out at once: a timeout of 0).
+ * registered (here it timed out at once: a timeout of 0). With an event
+ * queued (event_queued), before, the wait took it without registering,
+ * on an EVD whose free could return meanwhile.
  */
 static void kevd_consumer_wait_while_freed(struct kunit *test)
 {
+	const bool *queued = test->param_value;
 	struct poll_hold *h = kunit_kzalloc(test, sizeof(*h), GFP_KERNEL);
 	struct freer *f = kunit_kzalloc(test, sizeof(*f), GFP_KERNEL);
 	struct task_struct *t;
@@ -2266,9 +2278,12 @@ static void kevd_consumer_wait_while_freed(struct kunit *test)
 	init_completion(&f->done);
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	f->evd = mod_evd(test, hca);
+	f->evd = cq_evd_flags(test, hca, 256, 256,
+			      KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG);
 	cq = kevd_cq(f->evd);
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(f->evd, &ev), -EAGAIN); /* arms */
+	if (*queued)
+		KUNIT_EXPECT_EQ(test, kevd_post_se(f->evd, NULL), 0);
 	fake_cq_set_poll_hook(cq, poll_hold_fn, h);
 	KUNIT_EXPECT_EQ(test, fake_cq_add_seq(cq), 0);
 	ok = wait_for_completion_timeout(&h->entered, CONS_WAIT);
@@ -5369,7 +5384,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_batch_tops_up),
 	KUNIT_CASE(kevd_consumer_wait_wake_no_arm),
 	KUNIT_CASE(kevd_consumer_wait_keeps_arm),
-	KUNIT_CASE(kevd_consumer_wait_while_freed),
+	KUNIT_CASE_PARAM(kevd_consumer_wait_while_freed,
+			 freed_queued_gen_params),
 	KUNIT_CASE(kevd_consumer_free_queued_elsewhere),
 	KUNIT_CASE(kevd_consumer_free_own_queued_while_torn_down),
 	KUNIT_CASE(kevd_consumer_raw_upcall),
