@@ -8,8 +8,10 @@
  *
  * Lifetime: a kref. The consumer holds one reference from kevd_create()
  * to kevd_free(); an EVD that names another as its async EVD holds one on
- * it; the debugfs reader relies on kevd_list_lock instead (an EVD leaves
- * the list before its last reference goes). kevd_free() quiesces
+ * it; a kevd_resize() holds one for its call (it may meet a free in
+ * progress, and fail, while that free returns); the debugfs reader relies
+ * on kevd_list_lock instead (an EVD leaves the list before its last
+ * reference goes). kevd_free() quiesces
  * the EVD (no upcall, no poller, no CQ handler) before it drops the
  * consumer's reference. A post is not quiesced: the event it publishes
  * may be taken, and the EVD freed, before it returns. It runs under
@@ -844,6 +846,11 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 	if (!evd || kevd_ring_qlen_for(&evd->ring, qlen, &actual))
 		return -EINVAL;
 	might_sleep();
+	/*
+	 * A resize that meets a free in progress fails, and the free may
+	 * return before this one has unlocked: the memory stays until then.
+	 */
+	kevd_get(evd);
 	mutex_lock(&evd->resize_mutex);
 	spin_lock_irqsave(&evd->lock, flags);
 	/* not on an EVD being freed (kevd_free() holds the mutex to mark it) */
@@ -879,6 +886,7 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 	}
 	/* last: until here kevd_free() is refused */
 	mutex_unlock(&evd->resize_mutex);
+	kevd_put(evd);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kevd_resize);
