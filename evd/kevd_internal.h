@@ -250,7 +250,8 @@ struct kevd_direct {
  * @upcall_gen: bumped under @lock by every change of policy, upcall
  *	object or flag; a direct session (&struct kevd_direct) delivers only
  *	while it is unchanged.
- * @upcalls_running: upcall batches being delivered now; raised under
+ * @upcalls_running: upcalls being delivered now: a batch counts 1, a
+ *	NOTIFY doorbell KEVD_BELL (kevd_batches_running()); raised under
  *	@lock (so TEARDOWN sees every batch that began), dropped without it.
  * @held: a policy change found batches running (not the caller's own):
  *	until none runs, they may hold events older than the ring's head,
@@ -671,6 +672,26 @@ static inline void kevd_producer_done(struct kevd *evd)
 		kevd_schedule(evd);
 }
 
+/*
+ * A NOTIFY doorbell's weight in evd->upcalls_running: it holds no event,
+ * so the batches a policy change waits for are the count's low bits,
+ * read in one go with the rest (TEARDOWN and free wait for all of it).
+ * Batches run one per poller (nr_pollers <= 1024).
+ */
+#define KEVD_BELL		0x10000
+#define KEVD_BATCHES_MASK	(KEVD_BELL - 1)
+
+static inline int kevd_upcall_weight(int policy)
+{
+	return policy == KEVD_UPCALL_NOTIFY ? KEVD_BELL : 1;
+}
+
+/* Upcall batches of @evd in progress, doorbells not counted. */
+static inline int kevd_batches_running(struct kevd *evd)
+{
+	return atomic_read(&evd->upcalls_running) & KEVD_BATCHES_MASK;
+}
+
 /**
  * kevd_batches_held() - may running batches hold older events than the ring?
  * @evd: the EVD.
@@ -686,7 +707,7 @@ static inline void kevd_producer_done(struct kevd *evd)
 static inline bool kevd_batches_held(struct kevd *evd)
 {
 	return unlikely(READ_ONCE(evd->held)) &&
-	       atomic_read(&evd->upcalls_running) &&
+	       kevd_batches_running(evd) &&
 	       !kevd_current_in_upcall(evd);
 }
 

@@ -735,6 +735,47 @@ out:
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 }
 
+/*
+ * A NOTIFY doorbell holds no event. The consumer it woke disables upcalls
+ * before the doorbell's upcall returned (it blocks here) and drains: it
+ * gets the queued events at once, by dequeue and by wait. Before, the
+ * doorbell counted as a batch that may give events back, and both found
+ * the EVD empty until the upcall returned; a consumer that then enabled
+ * NOTIFY again with INVOC_NEW never heard of those events.
+ */
+static void kevd_consumer_doorbell_holds_nothing(struct kunit *test)
+{
+	struct ext_disable *x = kunit_kzalloc(test, sizeof(*x), GFP_KERNEL);
+	struct kevd_upcall up = { ext_disable_upcall, x };
+	struct kevd_event ev;
+	struct kevd *evd;
+	u32 nmore;
+
+	KUNIT_ASSERT_NOT_NULL(test, x);
+	init_completion(&x->entered);
+	init_completion(&x->release);
+	evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_NOTIFY,
+			  &up, NULL);
+	KUNIT_EXPECT_EQ(test, kevd_post_se(evd, (void *)1), 0);
+	if (!wait_for_completion_timeout(&x->entered, CONS_WAIT)) {
+		KUNIT_FAIL(test, "no doorbell");
+		goto out;
+	}
+	KUNIT_EXPECT_EQ(test, kevd_post_se(evd, (void *)2), 0);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_DISABLE, NULL,
+						 KEVD_UPCALL_INVOC_NEW), 0);
+	/* the doorbell's upcall still runs */
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, (void *)1);
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 1, &ev, &nmore), 0);
+	KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, (void *)2);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+out:
+	complete(&x->release);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&x->calls), 1);
+}
+
 /* --- a give-back into a ring that producers filled ---------------------- */
 
 #define GB_FIRST	4	/* the MANY batch: fewer than the headroom */
@@ -5384,6 +5425,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_batch_tops_up),
 	KUNIT_CASE(kevd_consumer_wait_wake_no_arm),
 	KUNIT_CASE(kevd_consumer_wait_keeps_arm),
+	KUNIT_CASE(kevd_consumer_doorbell_holds_nothing),
 	KUNIT_CASE_PARAM(kevd_consumer_wait_while_freed,
 			 freed_queued_gen_params),
 	KUNIT_CASE(kevd_consumer_free_queued_elsewhere),

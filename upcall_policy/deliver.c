@@ -70,7 +70,7 @@ static bool kevd_deliver_begin(struct kevd *evd, int *policy,
 		goto out;
 	/* nothing begins beside batches a policy change stopped */
 	if (evd->held) {
-		if (atomic_read(&evd->upcalls_running))
+		if (kevd_batches_running(evd))
 			goto out;
 		WRITE_ONCE(evd->held, false);
 	}
@@ -106,7 +106,7 @@ static bool kevd_deliver_begin(struct kevd *evd, int *policy,
 	}
 	*upcall = evd->upcall;
 	*gen = evd->upcall_gen;
-	atomic_inc(&evd->upcalls_running);
+	atomic_add(kevd_upcall_weight(*policy), &evd->upcalls_running);
 	go = true;
 out:
 	spin_unlock_irqrestore(&evd->lock, flags);
@@ -133,15 +133,20 @@ static void kevd_notify_unring(struct kevd *evd, const struct kevd_bell *bell)
 }
 
 /*
- * No lock: TEARDOWN, a held dequeue's waiter and free only need to see the
- * count reach zero. The last MANY or held batch to end schedules the EVD
- * if events wait: a batch may have held back for it.
+ * No lock: TEARDOWN and free only need to see the count reach zero, a
+ * held wait its batches' part (a doorbell holds no event). The last MANY
+ * or held batch to end schedules the EVD if events wait: a batch may have
+ * held back for it.
  */
 static void kevd_deliver_end(struct kevd *evd, int policy)
 {
-	if (atomic_dec_return(&evd->upcalls_running))
+	int left = atomic_sub_return(kevd_upcall_weight(policy),
+				     &evd->upcalls_running);
+
+	if (left && ((left & KEVD_BATCHES_MASK) ||
+		     policy == KEVD_UPCALL_NOTIFY))
 		return;
-	if (waitqueue_active(&evd->wq)) /* ordered by atomic_dec_return() */
+	if (waitqueue_active(&evd->wq)) /* ordered by atomic_sub_return() */
 		wake_up(&evd->wq);
 	if ((policy == KEVD_UPCALL_MANY || READ_ONCE(evd->held)) &&
 	    kevd_ring_count(&evd->ring) &&

@@ -3,9 +3,11 @@
  * The upcall policy state machine: kevd_modify_upcall().
  *
  * Every change happens under evd->lock (the rules: kevd_internal.h). The
- * count of upcall batches in progress is raised under it (so a TEARDOWN
- * that set the policy sees every batch that began) and dropped without
- * it; TEARDOWN and kevd_free() sleep on evd->wq until it is zero.
+ * count of upcall batches and NOTIFY doorbells in progress is raised under
+ * it (so a TEARDOWN that set the policy sees every one that began) and
+ * dropped without it; TEARDOWN and kevd_free() sleep on evd->wq until it
+ * is zero. A doorbell holds no event: a policy change holds consumers
+ * back only for the batches (kevd_batches_running()).
  *
  *   DISABLE <-> SINGLE_INSTANCE <-> NOTIFY <-> MANY  (any to any)
  *   any -> TEARDOWN: returns after the last upcall in progress returned.
@@ -99,7 +101,7 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		evd->upcall_flag = flag;
 		kevd_upcall_changed(evd);
 		/* batches still running may hold older events than the ring */
-		kevd_hold_batches(evd, atomic_read(&evd->upcalls_running));
+		kevd_hold_batches(evd, kevd_batches_running(evd));
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (ret)
@@ -110,8 +112,8 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		kevd_batch_revoke(evd);
 		spin_lock_irqsave(&evd->lock, flags);
 		if (evd->held)	/* unless others run, nothing is held now */
-			kevd_hold_batches(evd,
-					  atomic_read(&evd->upcalls_running) - 1);
+			kevd_hold_batches(evd, kevd_batches_running(evd) -
+					  !!kevd_poller_current_batch(evd));
 		spin_unlock_irqrestore(&evd->lock, flags);
 	}
 	if (enable) {
