@@ -201,7 +201,7 @@ u32 kevd_vector_least_used(struct ib_device *dev, u32 nvec)
 
 /**
  * kevd_total_stats() - counters summed over every EVD, live and freed.
- * @stats: where to put them.
+ * @stats: where to put them; NULL does nothing.
  *
  * Context: process context; sleeps.
  */
@@ -210,6 +210,8 @@ void kevd_total_stats(struct kevd_stats *stats)
 	struct kevd_stats st;
 	struct kevd *evd;
 
+	if (!stats)
+		return;
 	mutex_lock(&kevd_list_lock);
 	*stats = kevd_freed;
 	list_for_each_entry(evd, &kevd_list, list) {

@@ -198,7 +198,7 @@ static void kevd_cq_event(struct ib_event *event, void *ctx)
 
 /**
  * kevd_attr_init() - fill attributes with kevd's defaults.
- * @attr: the attributes.
+ * @attr: the attributes; NULL does nothing.
  *
  * Queue length and upcall policy come from the module parameters
  * default_qlen and default_policy; streams are the DAT default
@@ -208,6 +208,8 @@ static void kevd_cq_event(struct ib_event *event, void *ctx)
  */
 void kevd_attr_init(struct kevd_attr *attr)
 {
+	if (!attr)
+		return;
 	memset(attr, 0, sizeof(*attr));
 	attr->qlen = READ_ONCE(kevd_param_qlen);
 	attr->flags = KEVD_DEFAULT_FLAG;
