@@ -847,12 +847,16 @@ EXPORT_SYMBOL_GPL(kevd_cm_bind);
  *
  * Context: any.
  * Return: the context the id was created with (an accepted id: that of
- * its listener), or @id->context for an id kevd does not bind.
+ * its listener), @id->context for an id kevd does not bind, or NULL for
+ * a NULL @id.
  */
 void *kevd_cm_context(struct rdma_cm_id *id)
 {
-	struct kevd_cm *cm = id->context;
+	struct kevd_cm *cm;
 
+	if (!id)
+		return NULL;
+	cm = id->context;
 	return id->event_handler == kevd_cm_handler ? cm->chain_ctx : cm;
 }
 EXPORT_SYMBOL_GPL(kevd_cm_context);
@@ -872,6 +876,8 @@ EXPORT_SYMBOL_GPL(kevd_cm_context);
  * peer consumer's (a DAT requester sees NON_PEER_REJECTED); their CR
  * events' private data stays until the CR EVD is freed. The private
  * data of its own events is freed, and its EVDs can be freed again.
+ * An id kevd does not bind (its kevd_cm_bind() failed, say) is only
+ * destroyed, as rdma_destroy_id() does; its context stays the consumer's.
  *
  * Context: process context; sleeps. Not from a CM event handler.
  */
@@ -883,6 +889,10 @@ void kevd_cm_destroy_id(struct rdma_cm_id *id)
 	if (!id)
 		return;
 	might_sleep();
+	if (id->event_handler != kevd_cm_handler) {
+		rdma_destroy_id(id);
+		return;
+	}
 	cm = id->context;
 	rdma_lock_handler(id);
 	WRITE_ONCE(cm->dying, true);

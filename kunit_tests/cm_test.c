@@ -634,7 +634,10 @@ static void kevd_cm_bind_checks(struct kunit *test)
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, ud);
 	attr.conn_evd = conn;
 	KUNIT_EXPECT_EQ(test, kevd_cm_bind(ud, &attr), -EINVAL);
-	rdma_destroy_id(ud);		/* not bound: the consumer's to end */
+	/* not bound: only destroyed, the consumer's context left alone */
+	kevd_cm_destroy_id(ud);
+	KUNIT_EXPECT_EQ(test, c->calls, 0);
+	KUNIT_EXPECT_PTR_EQ(test, kevd_cm_context(NULL), NULL);
 	attr.conn_evd = sw;
 	KUNIT_EXPECT_EQ(test, kevd_cm_bind(id, &attr), -EINVAL);
 	attr.conn_evd = conn;
