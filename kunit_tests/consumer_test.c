@@ -675,6 +675,20 @@ static void ext_disable_upcall(void *ctx, const struct kevd_event *ev,
 	wait_for_completion(&x->release);
 }
 
+/* A software EVD whose first upcall blocks (ext_disable_upcall()). */
+static struct kevd *ext_disable_evd(struct kunit *test, u32 qlen, int policy,
+				    struct ext_disable **xp)
+{
+	struct ext_disable *x = kunit_kzalloc(test, sizeof(*x), GFP_KERNEL);
+	struct kevd_upcall up = { ext_disable_upcall, x };
+
+	KUNIT_ASSERT_NOT_NULL(test, x);
+	init_completion(&x->entered);
+	init_completion(&x->release);
+	*xp = x;
+	return cons_create(test, qlen, KEVD_SOFTWARE_FLAG, policy, &up, NULL);
+}
+
 /*
  * A thread disables upcalls while the first upcall of a batch runs (it
  * blocks), after newer events arrived behind the batch. The batch's other
@@ -685,18 +699,13 @@ static void ext_disable_upcall(void *ctx, const struct kevd_event *ev,
 static void kevd_consumer_external_disable(struct kunit *test)
 {
 	const int policy = *(const int *)test->param_value;
-	struct ext_disable *x = kunit_kzalloc(test, sizeof(*x), GFP_KERNEL);
-	struct kevd_upcall up = { ext_disable_upcall, x };
 	u32 got[EXT_TOTAL], n = 0, nmore, i;
+	struct ext_disable *x;
 	struct kevd_event ev;
 	struct kevd *evd;
 	int ret;
 
-	KUNIT_ASSERT_NOT_NULL(test, x);
-	init_completion(&x->entered);
-	init_completion(&x->release);
-	evd = cons_create(test, 64, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
-			  &up, NULL);
+	evd = ext_disable_evd(test, 64, KEVD_UPCALL_DISABLE, &x);
 	for (i = 0; i < EXT_FIRST; i++)
 		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)(uintptr_t)i), 0);
 	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd, policy, NULL,
@@ -745,17 +754,12 @@ out:
  */
 static void kevd_consumer_doorbell_holds_nothing(struct kunit *test)
 {
-	struct ext_disable *x = kunit_kzalloc(test, sizeof(*x), GFP_KERNEL);
-	struct kevd_upcall up = { ext_disable_upcall, x };
+	struct ext_disable *x;
 	struct kevd_event ev;
 	struct kevd *evd;
 	u32 nmore;
 
-	KUNIT_ASSERT_NOT_NULL(test, x);
-	init_completion(&x->entered);
-	init_completion(&x->release);
-	evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_NOTIFY,
-			  &up, NULL);
+	evd = ext_disable_evd(test, 16, KEVD_UPCALL_NOTIFY, &x);
 	KUNIT_EXPECT_EQ(test, kevd_post_se(evd, (void *)1), 0);
 	if (!wait_for_completion_timeout(&x->entered, CONS_WAIT)) {
 		KUNIT_FAIL(test, "no doorbell");
