@@ -780,6 +780,22 @@ out:
 	KUNIT_EXPECT_EQ(test, atomic_read(&x->calls), 1);
 }
 
+/*
+ * The calls without a return value take NULL as doing nothing: before,
+ * kevd_total_stats(NULL) oopsed holding the lock of kevd's list of EVDs,
+ * and the create and free after it never returned.
+ */
+static void kevd_consumer_null_stats_and_attr(struct kunit *test)
+{
+	struct kevd *evd;
+
+	kevd_total_stats(NULL);
+	kevd_attr_init(NULL);
+	evd = cons_create(test, 8, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			  NULL, NULL);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
 /* --- a give-back into a ring that producers filled ---------------------- */
 
 #define GB_FIRST	4	/* the MANY batch: fewer than the headroom */
@@ -5430,6 +5446,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_wake_no_arm),
 	KUNIT_CASE(kevd_consumer_wait_keeps_arm),
 	KUNIT_CASE(kevd_consumer_doorbell_holds_nothing),
+	KUNIT_CASE(kevd_consumer_null_stats_and_attr),
 	KUNIT_CASE_PARAM(kevd_consumer_wait_while_freed,
 			 freed_queued_gen_params),
 	KUNIT_CASE(kevd_consumer_free_queued_elsewhere),
