@@ -182,15 +182,15 @@ removal_cycle() { # dev mark result ok module params...
 # kevd_pingpong unload; one cycle in four deletes the device as soon as
 # the run has started (during the connection setup), the others once
 # traffic flows, each in one delivery mode (modes=, in turn), so that the
-# removal meets every mode's paths. Then kevd_removal_cm_cycles times (default 5) per device,
-# a consumer without an ib_client: kevd_connect holds a connection with
-# receives posted until the device goes; it must learn it from
-# DEVICE_REMOVAL (IA_CATASTROPHIC on its async EVD), get every receive
-# back flushed (8 on each side, and 8 that a request left pending had
-# posted on the QP it made on kevd_cr_id(): that request outlives the
-# removal, and the consumer's reject ends it) and tear down, so that the
-# removal ends. Restrack, lockdep
-# and KASAN/KCSAN reports fail the boot.
+# removal meets every mode's paths. Then kevd_removal_cm_cycles times
+# (default 5) per device, a consumer without an ib_client: kevd_connect
+# holds a connection with receives posted until the device goes; it must
+# learn it from DEVICE_REMOVAL (IA_CATASTROPHIC on its async EVD), get
+# every receive back flushed (8 on each side, and 8 that a request left
+# pending had posted on the QP it made on kevd_cr_id(): that request
+# outlives the removal, and the consumer's reject ends it) and tear down,
+# so that the removal ends. Restrack, lockdep and KASAN/KCSAN reports fail
+# the boot.
 removal_cm() { # device cycles
 	ok=0 i=0 bad='' cat=0
 	while [ $i -lt "$2" ]; do
