@@ -828,7 +828,9 @@ EXPORT_SYMBOL_GPL(kevd_post_ib_event);
  *
  * Completions that a poller or a pull is moving from the CQ into the
  * queue at that moment count as queued: a shrink may fail with -EBUSY
- * while they are in flight, and succeed when tried again.
+ * while they are in flight, and succeed when tried again. So do
+ * connection events held behind the CQ (kevd_post_event()): they are on
+ * the EVD, and enter the queue once the CQ has been drained.
  *
  * Context: process context; may sleep.
  * Return: 0, -EINVAL for a bad argument or an EVD that kevd_free() is

@@ -626,7 +626,7 @@ static int __kevd_ring_resize(struct kevd_ring *ring, u32 qlen, u32 from)
 {
 	struct kevd_event *slots, *old;
 	unsigned long flags;
-	u32 size, i;
+	u32 size, i, held;
 	int ret;
 
 	might_sleep();
@@ -639,9 +639,14 @@ static int __kevd_ring_resize(struct kevd_ring *ring, u32 qlen, u32 from)
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
 	spin_lock(&ring->prod_lock);
+	/*
+	 * A grow makes room for events already on the EVD: the fenced ones
+	 * do not count there, as the ring may be full without them.
+	 */
+	held = from ? 0 : ring->nfenced;
 	if (from && ring->mask + 1 != from)
 		ret = -EAGAIN;
-	else if (ring->prod - ring->cons + ring->resv > qlen)
+	else if (ring->prod - ring->cons + ring->resv + held > qlen)
 		ret = -EBUSY;
 	if (ret) {
 		spin_unlock(&ring->prod_lock);
@@ -670,13 +675,14 @@ static int __kevd_ring_resize(struct kevd_ring *ring, u32 qlen, u32 from)
  *
  * Events keep their indices: slot i of the old array goes to slot i of
  * the new one, so order, counts and lockless readers are unaffected.
- * Slots reserved by a CQ drain in flight, and slots claimed by upcalls
- * running now (kevd_ring_claim()), count as used; the claimed ones stay
- * in the old array, which the release frees.
+ * Slots reserved by a CQ drain in flight, slots claimed by upcalls
+ * running now (kevd_ring_claim()) and the fenced events (on the EVD, they
+ * enter as room frees: kevd_ring_fence()) count as used; the claimed ones
+ * stay in the old array, which the release frees.
  *
  * Context: process context; may sleep. Takes cons_lock, then prod_lock.
  * Return: 0, -EINVAL for a bad @qlen, -ENOMEM, or -EBUSY when more events
- * are queued (or reserved) than @qlen.
+ * are queued (or reserved, or fenced) than @qlen.
  */
 int kevd_ring_resize(struct kevd_ring *ring, u32 qlen)
 {

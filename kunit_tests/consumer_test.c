@@ -2921,6 +2921,74 @@ static void kevd_consumer_fenced_event_discarded(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * Held events that always fit: the headroom's 8 slots (api.rst), which a
+ * pass's reservation in flight never takes.
+ */
+#define FENCE_HELD	8
+
+/*
+ * Connection events held behind the CQ are on the EVD: a resize below
+ * them fails with -EBUSY, as one below the queued events does (on the old
+ * code it shrank the ring under them). The CQ's polls fail, so they stay
+ * held until the test lets the CQ be drained; then every one comes, after
+ * the completion that was in the CQ before them.
+ */
+static void kevd_consumer_resize_counts_held(struct kunit *test)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+		.connection.ep = test,
+	};
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	struct kevd_param p;
+	unsigned long end;
+	struct kevd *evd;
+	u32 i, nmore;
+	int ret;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	evd = fence_evd(test, hca);
+	KUNIT_ASSERT_GE(test, fence_qlen(evd), (u32)FENCE_HELD);
+
+	fake_cq_fail_polls(kevd_cq(evd), -EIO);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
+	for (i = 0; i < FENCE_HELD; i++)
+		KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.count, 0U);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 1), -EBUSY);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, FENCE_HELD - 1), -EBUSY);
+	/* a pass's failed poll may still reserve room: -EBUSY, try again */
+	end = jiffies + CONS_WAIT;
+	while ((ret = kevd_resize(evd, FENCE_HELD)) == -EBUSY &&
+	       time_before(jiffies, end))
+		schedule_timeout_uninterruptible(1);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+
+	fake_cq_fail_polls(kevd_cq(evd), 0);
+	fake_cq_fire(kevd_cq(evd));
+	KUNIT_EXPECT_EQ(test, fence_take(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_DTO_COMPLETION_EVENT);
+	for (i = 0; i < FENCE_HELD; i++) {
+		if (fence_take(evd, &ev)) {
+			KUNIT_FAIL(test, "held event %u never came", i);
+			break;
+		}
+		KUNIT_EXPECT_EQ(test, ev.event_number,
+				(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 1, &ev, &nmore), -ETIMEDOUT);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.delivered[KEVD_STREAM_CONNECTION],
+			(u64)FENCE_HELD);
+	KUNIT_EXPECT_EQ(test, p.stats.drops, 0ULL);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- a CQ sized by the queue length follows it ---------------------------- */
 
 /*
@@ -5401,6 +5469,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_disconnect_after_flushes),
 	KUNIT_CASE(kevd_consumer_established_behind_held),
 	KUNIT_CASE(kevd_consumer_fenced_event_discarded),
+	KUNIT_CASE(kevd_consumer_resize_counts_held),
 	KUNIT_CASE(kevd_consumer_dto_defined_fields),
 	KUNIT_CASE_PARAM(kevd_consumer_full_ring_resumes,
 			 stall_policy_gen_params),
