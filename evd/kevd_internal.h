@@ -261,6 +261,9 @@ struct kevd_direct {
  * @gate_prod: ...that is, for ring.prod to move past this.
  * @notify_prod: ring.prod at the last NOTIFY doorbell.
  * @notify_stall_rung: that doorbell was for a stalled CQ, not an arrival.
+ * @notify_owed: completions a direct batch polled and did not deliver went
+ *	to the ring's head since (kevd_batch_return()): they arrived without
+ *	moving ring.prod, and NOTIFY rings for them as for an arrival.
  * @waiter: the thread in kevd_wait(), or NULL.
  * @wait_threshold: its threshold.
  * @wait_poller: the waiter's poller, when the waiter is a poller thread
@@ -353,6 +356,7 @@ struct kevd {
 	u32 gate_prod;
 	u32 notify_prod;
 	bool notify_stall_rung;
+	bool notify_owed;
 	struct task_struct *waiter;
 	u32 wait_threshold;
 	struct kevd_poller *wait_poller;

@@ -780,6 +780,121 @@ out:
 	KUNIT_EXPECT_EQ(test, atomic_read(&x->calls), 1);
 }
 
+/* A SINGLE_INSTANCE upcall whose first invocation switches to NOTIFY. */
+struct bell_switch {
+	struct kevd *evd;
+	bool inside;		/* the upcall switches; else the test thread */
+	struct completion entered;
+	struct completion release;
+	atomic_t calls;
+	atomic_t doorbells;
+	atomic_t errors;
+	u64 first;
+};
+
+static void bell_switch_upcall(void *ctx, const struct kevd_event *ev,
+			       bool more)
+{
+	struct bell_switch *s = ctx;
+
+	if (!ev) {
+		atomic_inc(&s->doorbells);
+		return;
+	}
+	if (atomic_inc_return(&s->calls) != 1)
+		return;
+	WRITE_ONCE(s->first, ev->dto.cookie);
+	if (!s->inside) {
+		complete(&s->entered);
+		if (!wait_for_completion_timeout(&s->release, CONS_WAIT))
+			atomic_inc(&s->errors);
+	} else if (kevd_modify_upcall(s->evd, KEVD_UPCALL_NOTIFY, NULL,
+				      KEVD_UPCALL_INVOC_ANY)) {
+		atomic_inc(&s->errors);
+	}
+}
+
+static const bool bell_switch_inside[] = { true, false };
+
+static void bell_switch_desc(const bool *inside, char *desc)
+{
+	strscpy(desc, *inside ? "from_upcall" : "from_thread",
+		KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(bell_switch, bell_switch_inside, bell_switch_desc);
+
+#define BELL_SWITCH_WCS	4
+
+/*
+ * SINGLE_INSTANCE takes a burst of completions straight from the CQ (the
+ * ring is empty) and its first upcall runs; then the consumer switches to
+ * NOTIFY, from that upcall or from a thread. The completions the batch did
+ * not deliver go back to the EVD: they arrived, no doorbell was rung for
+ * them, so NOTIFY rings, and the consumer dequeues them. Before, they
+ * entered the ring at its head without counting as arrivals, and no
+ * doorbell came until another completion did.
+ */
+static void kevd_consumer_notify_after_direct(struct kunit *test)
+{
+	struct bell_switch *s = kunit_kzalloc(test, sizeof(*s), GFP_KERNEL);
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd *evd;
+	u32 i;
+
+	KUNIT_ASSERT_NOT_NULL(test, s);
+	s->inside = *(const bool *)test->param_value;
+	init_completion(&s->entered);
+	init_completion(&s->release);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.upcall = (struct kevd_upcall){ bell_switch_upcall, s };
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	s->evd = evd;
+
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd),
+						    BELL_SWITCH_WCS),
+			BELL_SWITCH_WCS);
+	if (!s->inside) {
+		if (!wait_for_completion_timeout(&s->entered, CONS_WAIT)) {
+			KUNIT_FAIL(test, "no upcall");
+			goto out;
+		}
+		KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_NOTIFY,
+							 NULL,
+							 KEVD_UPCALL_INVOC_ANY),
+				0);
+		complete(&s->release);
+	}
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&s->doorbells, 1));
+	KUNIT_EXPECT_EQ(test, atomic_read(&s->calls), 1);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_DISABLE, NULL,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+	for (i = 1; i < BELL_SWITCH_WCS; i++) {
+		if (kevd_dequeue(evd, &ev)) {
+			KUNIT_FAIL(test, "completion %u not queued", i);
+			break;
+		}
+		KUNIT_EXPECT_EQ(test, ev.dto.cookie, READ_ONCE(s->first) + i);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+out:
+	complete(&s->release);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&s->errors), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /*
  * The calls without a return value take NULL as doing nothing: before,
  * kevd_total_stats(NULL) oopsed holding the lock of kevd's list of EVDs,
@@ -5515,6 +5630,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_wake_no_arm),
 	KUNIT_CASE(kevd_consumer_wait_keeps_arm),
 	KUNIT_CASE(kevd_consumer_doorbell_holds_nothing),
+	KUNIT_CASE_PARAM(kevd_consumer_notify_after_direct,
+			 bell_switch_gen_params),
 	KUNIT_CASE(kevd_consumer_null_stats_and_attr),
 	KUNIT_CASE_PARAM(kevd_consumer_wait_while_freed,
 			 freed_queued_gen_params),

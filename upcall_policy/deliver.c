@@ -45,12 +45,14 @@
 
 /*
  * A NOTIFY doorbell's mark: notify_prod and notify_stall_rung as the
- * doorbell set them (@prod) and as they were before (@prev, @prev_stall).
+ * doorbell set them (@prod) and as they were before (@prev, @prev_stall),
+ * and the notify_owed it cleared (@prev_owed).
  */
 struct kevd_bell {
 	u32 prod;
 	u32 prev;
 	bool prev_stall;
+	bool prev_owed;
 };
 
 /*
@@ -94,15 +96,18 @@ static bool kevd_deliver_begin(struct kevd *evd, int *policy,
 
 		if (!kevd_ring_count(&evd->ring))
 			goto out;
-		if (prod == evd->notify_prod &&
+		if (prod == evd->notify_prod && !evd->notify_owed &&
 		    (!stalled || evd->notify_stall_rung))
 			goto out;
 		bell->prev = evd->notify_prod;
 		bell->prev_stall = evd->notify_stall_rung;
+		bell->prev_owed = evd->notify_owed;
 		bell->prod = prod;
 		/* one doorbell per stall; the next one needs an arrival */
-		evd->notify_stall_rung = prod == evd->notify_prod;
+		evd->notify_stall_rung = prod == evd->notify_prod &&
+					 !evd->notify_owed;
 		evd->notify_prod = prod;
+		evd->notify_owed = false;
 	}
 	*upcall = evd->upcall;
 	*gen = evd->upcall_gen;
@@ -128,6 +133,7 @@ static void kevd_notify_unring(struct kevd *evd, const struct kevd_bell *bell)
 	if (evd->notify_prod == bell->prod) {
 		evd->notify_prod = bell->prev;
 		evd->notify_stall_rung = bell->prev_stall;
+		evd->notify_owed |= bell->prev_owed;
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
@@ -214,6 +220,20 @@ static void kevd_push_front_wcs(struct kevd *evd, const struct ib_wc *wcs,
 	}
 }
 
+/*
+ * Polled completions entered the ring at its head: for NOTIFY they are
+ * arrivals that ring.prod did not count. Before the batch ends: the pass
+ * that the end or the policy change schedules sees the mark.
+ */
+static void kevd_notify_owe(struct kevd *evd)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	evd->notify_owed = true;
+	spin_unlock_irqrestore(&evd->lock, flags);
+}
+
 /**
  * kevd_batch_return() - give back the events of a batch from @from on.
  * @b: the batch; its upcall's poller owns it.
@@ -239,6 +259,7 @@ void kevd_batch_return(struct kevd_batch *b, u32 from)
 		/* a direct batch, counted when handed (kevd_deliver_direct()) */
 		evd->postats.direct -= k;
 		kevd_push_front_wcs(evd, b->wcs + from, k);
+		kevd_notify_owe(evd);
 	} else {
 		kevd_push_front(evd, b->evs + from, k, false, b->first + from);
 	}

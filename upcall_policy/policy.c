@@ -41,6 +41,7 @@ static void kevd_set_gate(struct kevd *evd, int flag)
 	/* NOTIFY rings for what arrived after notify_prod. */
 	evd->notify_prod = evd->gate_new ? prod : prod - 1;
 	evd->notify_stall_rung = false;
+	evd->notify_owed = false;
 }
 
 /**
