@@ -290,9 +290,9 @@ static bool kevd_pull_missed(struct kevd *evd, int *passes)
 
 static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to)
 {
+	bool again, notified = false;
 	int passes = 0;
 	u32 moved = 0;
-	bool again;
 
 	if (!evd->cq || kevd_upcalls_enabled(READ_ONCE(evd->policy)))
 		return false;
@@ -305,9 +305,13 @@ static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to)
 	if (!kevd_poll_own_pull(evd))
 		return false;
 	do {
-		clear_bit(KEVD_POLL_NOTIFIED, &evd->poll_state);
+		notified |= test_and_clear_bit(KEVD_POLL_NOTIFIED,
+					       &evd->poll_state);
 		again = kevd_pull_pass(evd, to, &moved);
 	} while (!again && kevd_pull_missed(evd, &passes));
+	/* as a pass counts them: a waiter's pull takes the notification */
+	if (notified && !moved)
+		evd->postats.empty_notifications++;
 	kevd_dim_sample(evd, moved);
 	/*
 	 * A pull delivers nothing: if upcalls were enabled meanwhile, the

@@ -2326,6 +2326,66 @@ static void kevd_consumer_wait_wake_no_arm(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* kevd_query()'s counters of @evd, or zeros. */
+static struct kevd_stats cons_stats(struct kevd *evd)
+{
+	struct kevd_param p;
+
+	return kevd_query(evd, &p) ? (struct kevd_stats){ } : p.stats;
+}
+
+/*
+ * A notification that finds the CQ empty counts as empty also when the
+ * waiter it woke pulls (no pass runs): a spurious one, on the armed CQ of
+ * a thread asleep in kevd_wait(). Before, only a poller's pass counted
+ * it, and a consumer that always waits never saw one counted.
+ */
+static void kevd_consumer_wait_empty_notification(struct kunit *test)
+{
+	struct waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct kevd_stats before, now;
+	struct task_struct *t;
+	struct fake_hca *hca;
+	unsigned long end;
+	struct ib_cq *cq;
+
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	t = waiter_thread(test, w, hca, 1);
+	cq = kevd_cq(w->evd);
+	wake_up_process(t);
+	KUNIT_EXPECT_TRUE(test, waiter_asleep(w->evd, t, cq));
+	before = cons_stats(w->evd);
+
+	fake_cq_fire(cq);
+	end = jiffies + CONS_WAIT;
+	do {
+		now = cons_stats(w->evd);
+		if (now.empty_notifications > before.empty_notifications)
+			break;
+		schedule_timeout_uninterruptible(1);
+	} while (time_before(jiffies, end));
+	KUNIT_EXPECT_EQ(test, now.notifications, before.notifications + 1);
+	KUNIT_EXPECT_EQ(test, now.empty_notifications,
+			before.empty_notifications + 1);
+	/* it sleeps on, on the CQ armed again, and the next completion wakes it */
+	KUNIT_EXPECT_TRUE(test, waiter_asleep(w->evd, t, cq));
+	KUNIT_EXPECT_EQ(test, fake_cq_add_seq(cq), 0);
+	if (!wait_for_completion_timeout(&w->done, CONS_WAIT)) {
+		KUNIT_FAIL(test, "the completion did not wake the waiter");
+		kevd_set_unwaitable(w->evd, true);
+		wait_for_completion(&w->done);
+	}
+	put_task_struct(t);
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	KUNIT_EXPECT_EQ(test, w->ev.dto.cookie, 0ULL);
+	KUNIT_EXPECT_EQ(test, cons_stats(w->evd).empty_notifications,
+			before.empty_notifications + 1);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* Holds the first poll after it is set (a poller's) until released. */
 struct poll_hold {
 	struct completion entered;
@@ -5628,6 +5688,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_pull_budget_no_poller),
 	KUNIT_CASE(kevd_consumer_wait_batch_tops_up),
 	KUNIT_CASE(kevd_consumer_wait_wake_no_arm),
+	KUNIT_CASE(kevd_consumer_wait_empty_notification),
 	KUNIT_CASE(kevd_consumer_wait_keeps_arm),
 	KUNIT_CASE(kevd_consumer_doorbell_holds_nothing),
 	KUNIT_CASE_PARAM(kevd_consumer_notify_after_direct,
