@@ -161,10 +161,15 @@ enum kevd_pass_ret kevd_pass(struct kevd_poller *p, struct kevd *evd,
 	if (notified && !drained)
 		evd->postats.empty_notifications++;
 	kevd_dim_sample(evd, drained);
+	/*
+	 * The session holds no event now: a policy change during the arm
+	 * check must not hold the consumer back (what the check polls goes
+	 * to the ring).
+	 */
+	kevd_direct_end(evd, &d);
 	again = !kevd_pass_hand_back(evd, work) &&
 		(work >= budget || kevd_pass_defer_arm(evd, work) ||
 		 kevd_cq_arm_check(evd, s->wcs));
-	kevd_direct_end(evd, &d);
 	trace_kevd_pass_end(evd, drained, work,
 			    again ? KEVD_PASS_AGAIN : KEVD_PASS_IDLE);
 	return again ? KEVD_PASS_AGAIN : KEVD_PASS_IDLE;

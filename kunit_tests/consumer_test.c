@@ -2459,6 +2459,64 @@ static void kevd_consumer_wait_keeps_arm(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * A SINGLE_INSTANCE pass that found the CQ empty arms it; no upcall runs
+ * and the pass holds no event. The consumer posts an event, disables
+ * upcalls and dequeues meanwhile: it gets the event at once. Before, the
+ * pass's direct session counted as a running batch until the pass ended,
+ * so the dequeue returned -EAGAIN with the event queued, and a consumer
+ * that then enabled INVOC_NEW again never heard of it.
+ */
+static void kevd_consumer_disable_during_arm(struct kunit *test)
+{
+	struct poll_hold *h = kunit_kzalloc(test, sizeof(*h), GFP_KERNEL);
+	struct arm_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd *evd;
+	struct ib_cq *cq;
+
+	KUNIT_ASSERT_TRUE(test, h && r);
+	init_completion(&h->entered);
+	init_completion(&h->release);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.upcall = (struct kevd_upcall){ arm_rec_upcall, r };
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	cq = kevd_cq(evd);
+
+	fake_cq_set_arm_hook(cq, poll_hold_fn, h);
+	fake_cq_fire(cq);	/* a pass, which finds nothing and arms */
+	if (!wait_for_completion_timeout(&h->entered, CONS_WAIT)) {
+		KUNIT_FAIL(test, "no arm");
+		goto out;
+	}
+	KUNIT_EXPECT_EQ(test, kevd_post_se(evd, (void *)1), 0);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_DISABLE, NULL,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+	/* the pass is still in its arm */
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_SOFTWARE_EVENT);
+	KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, (void *)1);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+out:
+	complete(&h->release);
+	fake_cq_set_arm_hook(cq, NULL, NULL);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->n), 0);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* A thread in kevd_free(). */
 struct freer {
 	struct kevd *evd;
@@ -5690,6 +5748,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_wake_no_arm),
 	KUNIT_CASE(kevd_consumer_wait_empty_notification),
 	KUNIT_CASE(kevd_consumer_wait_keeps_arm),
+	KUNIT_CASE(kevd_consumer_disable_during_arm),
 	KUNIT_CASE(kevd_consumer_doorbell_holds_nothing),
 	KUNIT_CASE_PARAM(kevd_consumer_notify_after_direct,
 			 bell_switch_gen_params),

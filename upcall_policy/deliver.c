@@ -450,8 +450,9 @@ void kevd_direct_end(struct kevd *evd, struct kevd_direct *d)
  * first call of a pass opens the session under evd->lock (the policy
  * snapshot, counted in upcalls_running, so TEARDOWN and free wait for it
  * like for any batch); later calls check without the lock that nothing
- * changed (kevd_direct_continue()). A session lasts one pass: at most
- * poll_budget completions and the arm check.
+ * changed (kevd_direct_continue()). A session lasts one pass's polls, at
+ * most poll_budget completions; it ends before the arm check, which
+ * queues what it polls and runs no upcall.
  *
  * Context: the owning poller thread; calls upcalls, which may sleep.
  * Return: completions taken from the CQ (0: it was empty; those a policy
