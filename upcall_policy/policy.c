@@ -64,8 +64,9 @@ static void kevd_set_gate(struct kevd *evd, int flag)
  * which sleeps and fails with -EDEADLK from inside an upcall of @evd
  * instead of hanging.
  * Return: 0; -EINVAL for a bad policy or flag, a NULL @evd, an upcall
- * object without a function or an enabling policy without any upcall;
- * -EBUSY when enabling while a thread waits in kevd_wait(); -EDEADLK.
+ * object without a function, an enabling policy without any upcall or
+ * an EVD that kevd_free() is freeing (while that free waits); -EBUSY when
+ * enabling while a thread waits in kevd_wait(); -EDEADLK.
  */
 int kevd_modify_upcall(struct kevd *evd, int policy,
 		       const struct kevd_upcall *upcall, int flag)

@@ -440,8 +440,9 @@ enum kevd_state {
  *	every EVD, and in the totals: posted = delivered + discarded +
  *	queued now (drops are never posted).
  * @pulls: pulls of the CQ a consumer made itself, in kevd_dequeue()
- *	or kevd_wait() with upcalls disabled (no poller involved); one pull
- *	may pass over the CQ up to three times.
+ *	or kevd_wait() with upcalls disabled (no poller involved), or in
+ *	kevd_query() after such a pull left the CQ unarmed; one pull may
+ *	pass over the CQ up to three times.
  * @moderations: moderation profiles applied to the CQ by the adaptive
  *	moderation of the cq_dim module parameter (rdma_set_cq_moderation()
  *	calls).
