@@ -2935,13 +2935,17 @@ out:
 #define FENCE_QLEN	16
 #define FENCE_WCS	128
 
-/* An endpoint's EVD: its completions and its connection events. */
+/*
+ * An endpoint's EVD: its completions and its connection events; on the
+ * poller of CPU 0, as a poller_mark's EVD.
+ */
 static struct kevd *fence_evd(struct kunit *test, struct fake_hca *hca)
 {
 	struct kevd_attr attr;
 	struct kevd *evd;
 
 	kevd_attr_init(&attr);
+	attr.cpu = 0;
 	attr.qlen = FENCE_QLEN;
 	attr.cq_depth = 4 * FENCE_WCS;
 	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
@@ -3169,6 +3173,7 @@ static void kevd_consumer_fenced_event_discarded(struct kunit *test)
  */
 static void kevd_consumer_resize_counts_held(struct kunit *test)
 {
+	struct poller_mark *m = kunit_kzalloc(test, sizeof(*m), GFP_KERNEL);
 	struct kevd_event disc = {
 		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
 		.connection.ep = test,
@@ -3181,8 +3186,10 @@ static void kevd_consumer_resize_counts_held(struct kunit *test)
 	u32 i, nmore;
 	int ret;
 
+	KUNIT_ASSERT_NOT_NULL(test, m);
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	poller_mark_create(test, m);
 	evd = fence_evd(test, hca);
 	KUNIT_ASSERT_GE(test, fence_qlen(evd), (u32)FENCE_HELD);
 
@@ -3190,6 +3197,13 @@ static void kevd_consumer_resize_counts_held(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
 	for (i = 0; i < FENCE_HELD; i++)
 		KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	/*
+	 * The passes the posts scheduled are over (their failed polls
+	 * reserved room, which would refuse any shrink): the checks below
+	 * are about the held events alone.
+	 */
+	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
+	KUNIT_EXPECT_TRUE(test, poller_mark_pass(test, m));
 	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
 	KUNIT_EXPECT_EQ(test, p.count, 0U);
 	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 1), -EBUSY);
@@ -3219,6 +3233,7 @@ static void kevd_consumer_resize_counts_held(struct kunit *test)
 			(u64)FENCE_HELD);
 	KUNIT_EXPECT_EQ(test, p.stats.drops, 0ULL);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(m->evd), 0);
 	fake_hca_destroy(hca);
 }
 
