@@ -780,6 +780,39 @@ out:
 	KUNIT_EXPECT_EQ(test, atomic_read(&x->calls), 1);
 }
 
+/*
+ * An EVD with the DTO and software streams on @hca's fake CQ (@qlen,
+ * @cq_depth), upcalls @up under SINGLE_INSTANCE, INVOC_ANY.
+ */
+static struct kevd *si_evd(struct kunit *test, struct fake_hca *hca,
+			   u32 qlen, u32 cq_depth, struct kevd_upcall up)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	attr.qlen = qlen;
+	attr.cq_depth = cq_depth;
+	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.upcall = up;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
+/* si_evd() on a new fake HCA (*@hca), its upcall @up called with @ctx. */
+static struct kevd *si_hca_evd(struct kunit *test, struct fake_hca **hca,
+			       u32 qlen, u32 cq_depth, struct kevd_upcall up,
+			       void *ctx)
+{
+	*hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *hca);
+	up.ctx = ctx;
+	return si_evd(test, *hca, qlen, cq_depth, up);
+}
+
 /* A SINGLE_INSTANCE upcall whose first invocation switches to NOTIFY. */
 struct bell_switch {
 	struct kevd *evd;
@@ -840,7 +873,6 @@ static void kevd_consumer_notify_after_direct(struct kunit *test)
 	struct bell_switch *s = kunit_kzalloc(test, sizeof(*s), GFP_KERNEL);
 	struct kevd_event ev;
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	struct kevd *evd;
 	u32 i;
 
@@ -848,16 +880,8 @@ static void kevd_consumer_notify_after_direct(struct kunit *test)
 	s->inside = *(const bool *)test->param_value;
 	init_completion(&s->entered);
 	init_completion(&s->release);
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 16;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	attr.upcall = (struct kevd_upcall){ bell_switch_upcall, s };
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = si_hca_evd(test, &hca, 16, 0,
+			 (struct kevd_upcall){ bell_switch_upcall }, s);
 	s->evd = evd;
 
 	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd),
@@ -2473,23 +2497,14 @@ static void kevd_consumer_disable_during_arm(struct kunit *test)
 	struct arm_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
 	struct kevd_event ev;
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	struct kevd *evd;
 	struct ib_cq *cq;
 
 	KUNIT_ASSERT_TRUE(test, h && r);
 	init_completion(&h->entered);
 	init_completion(&h->release);
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 16;
-	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	attr.upcall = (struct kevd_upcall){ arm_rec_upcall, r };
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = si_hca_evd(test, &hca, 16, 0,
+			 (struct kevd_upcall){ arm_rec_upcall }, r);
 	cq = kevd_cq(evd);
 
 	fake_cq_set_arm_hook(cq, poll_hold_fn, h);
@@ -2680,39 +2695,6 @@ static void kevd_consumer_pull_unarmed_covered(struct kunit *test)
 }
 
 /* --- the raw-completion flavour (kevd_upcall.wc_func) ------------------- */
-
-/*
- * An EVD with the DTO and software streams on @hca's fake CQ (@qlen,
- * @cq_depth), upcalls @up under SINGLE_INSTANCE, INVOC_ANY.
- */
-static struct kevd *si_evd(struct kunit *test, struct fake_hca *hca,
-			   u32 qlen, u32 cq_depth, struct kevd_upcall up)
-{
-	struct kevd_attr attr;
-	struct kevd *evd;
-
-	kevd_attr_init(&attr);
-	attr.qlen = qlen;
-	attr.cq_depth = cq_depth;
-	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	attr.upcall = up;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
-	return evd;
-}
-
-/* si_evd() on a new fake HCA (*@hca), its upcall @up called with @ctx. */
-static struct kevd *si_hca_evd(struct kunit *test, struct fake_hca **hca,
-			       u32 qlen, u32 cq_depth, struct kevd_upcall up,
-			       void *ctx)
-{
-	*hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *hca);
-	up.ctx = ctx;
-	return si_evd(test, *hca, qlen, cq_depth, up);
-}
 
 /**
  * struct raw_cons - a SINGLE_INSTANCE consumer with the raw flavour.
