@@ -16,7 +16,11 @@
  *      until its EVD is full (the flushes wait in the CQ); one side (the
  *      accepter, then the requester, in turn over the cycles) disconnects:
  *      the accepter's DISCONNECTED comes after all 64 flushes (kevd holds
- *      it behind the CQ), and both sides see DISCONNECTED;
+ *      it behind the CQ), and both sides see DISCONNECTED. In the second
+ *      and third cycle (and every other pair on) the disconnect comes
+ *      right after the receives are posted: the provider flushes them as
+ *      the QP goes to error during the disconnect, and the DISCONNECTED
+ *      must still come after all 64 (kevd holds it behind markers);
  *   4. memory registration without a global rkey: the accepter registers
  *      a buffer with a fast registration (REG_MR: an LMR_FMR event); the
  *      requester writes into it and reads it back; a SEND with invalidate
@@ -495,12 +499,17 @@ static int kc_traffic(struct kc_dev *d)
 }
 
 /*
- * The accepter's receives flushed and held in its CQ behind a full EVD,
- * then the requester disconnects: DISCONNECTED after every flush.
+ * The accepter's receives flushed, then one side disconnects:
+ * DISCONNECTED after every flush. In the first round, and every other
+ * pair of rounds after it, the flushes are held in its CQ behind a full
+ * EVD first (the QP to error and a wait); in the others the disconnect
+ * comes at once: the provider adds the flushes in its own time, after
+ * the disconnect began.
  */
 static int kc_flush_then_disconnect(struct kc_dev *d, struct kc_active *a,
 				    struct rdma_cm_id *pid)
 {
+	bool at_once = (d->disconnected / 2 + 1) / 2 % 2;
 	struct ib_qp *pqp = pid->qp;
 	struct ib_qp_attr qattr = { .qp_state = IB_QPS_ERR };
 	struct kevd_param p;
@@ -510,16 +519,16 @@ static int kc_flush_then_disconnect(struct kc_dev *d, struct kc_active *a,
 
 	for (i = 0; i < KC_FLUSH && !ret; i++)
 		ret = kc_post(d, pqp, false, 1000 + i, i % (2 * KC_MSGS));
-	if (!ret)
+	if (!ret && !at_once)
 		ret = ib_modify_qp(pqp, &qattr, IB_QP_STATE);
-	if (!ret)
+	if (!ret && !at_once)
 		ret = kevd_query(d->p_evd, &p);
 	/* the EVD fills up: the other flushes wait in the CQ */
-	if (!ret)
+	if (!ret && !at_once)
 		ret = kevd_wait(d->p_evd, KC_WAIT_US, p.qlen, &ev, &nmore);
 	if (ret)
 		return ret;
-	i = ev.event_number == KEVD_DTO_COMPLETION_EVENT;
+	i = !at_once && ev.event_number == KEVD_DTO_COMPLETION_EVENT;
 	/* from either side, in turn */
 	rdma_disconnect(d->cr % 2 ? a->id : pid);
 	for (;;) {
@@ -540,8 +549,12 @@ static int kc_flush_then_disconnect(struct kc_dev *d, struct kc_active *a,
 			"requester disconnected");
 	if (!ret)
 		d->disconnected++;
-	if (!ret && (i != KC_FLUSH || d->after))
+	if (!ret && (i != KC_FLUSH || d->after)) {
+		pr_err("kevd-e2e-cm: %s: %s disconnect: %d flushes of %d before DISCONNECTED, %d events after\n",
+		       d->name, at_once ? "immediate" : "held", i, KC_FLUSH,
+		       d->after);
 		ret = -EIO;
+	}
 	return ret;
 }
 
