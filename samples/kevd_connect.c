@@ -9,7 +9,8 @@
  * streams (as the DAT default does):
  *   1. a request carrying private data is rejected with private data: the
  *      requester sees PEER_REJECTED and the rejecter's bytes (on iWARP,
- *      up to three times: siw may lose the reject, kc_reject_lost());
+ *      up to three times: siw may lose the reject, kc_reject_lost()),
+ *      after the 8 receives it posted before it connected, flushed;
  *   2. a request is accepted: both sides see ESTABLISHED, the requester
  *      with the accepter's private data; 8 sends arrive as 8 receives;
  *   3. the accepter posts 64 receives, moves its QP to error and waits
@@ -124,6 +125,7 @@ MODULE_PARM_DESC(port, "TCP port of the listener (the next two must be free)");
 struct kc_hold {
 	struct completion at_route, go;
 	struct kc_dev *give_up;
+	struct kc_dev *prepost;
 };
 
 /*
@@ -182,6 +184,8 @@ static int kc_post(struct kc_dev *d, struct ib_qp *qp, bool send, u64 cookie,
 
 /* kc_end_in_handler_round(): the cookie of the first receive. */
 #define KC_GIVE_UP_COOKIE	600
+/* kc_reject_once(): the requester's receives, posted before it connects */
+#define KC_PREPOST_COOKIE	700
 
 /*
  * The handler of kc_end_in_handler_round(), on ROUTE_RESOLVED after it
@@ -214,7 +218,7 @@ static int kc_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		.retry_count = 7,
 		.rnr_retry_count = 7,
 	};
-	int ret = 0;
+	int i, ret = 0;
 
 	if (!a)			/* the listener: kevd maps all it needs */
 		return 0;
@@ -228,13 +232,18 @@ static int kc_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 			a->qp_made = !ret;
 			return kc_give_up(a, id, ret);
 		}
-		if (a->hold) {
+		if (a->hold && !a->hold->prepost) {
 			complete(&a->hold->at_route);
 			/* kc_destroy_round() completes it on every path */
 			wait_for_completion_timeout(&a->hold->go, 2 * KC_WAIT);
 		}
 		ret = rdma_create_qp(id, a->pd, &a->qp_attr);
 		a->qp_made = !ret;
+		/* receives posted before the connect, as DAT consumers do */
+		for (i = 0; a->hold && a->hold->prepost && i < KC_MSGS && !ret;
+		     i++)
+			ret = kc_post(a->hold->prepost, id->qp, false,
+				      KC_PREPOST_COOKIE + i, i);
 		if (!ret)
 			ret = rdma_connect_locked(id, &param);
 		break;
@@ -382,16 +391,43 @@ static bool kc_reject_lost(struct kc_dev *d, const struct kevd_event *ev)
 	       !ev->connection.private_data_size;
 }
 
-/* One reject; -EAGAIN if the transport lost it (kc_reject_lost()). */
+/*
+ * The requester's receives, posted before it connected, come back
+ * flushed, in order, before the event that ends the connect: return it.
+ */
+static int kc_flushed_before(struct kc_dev *d, struct kevd_event *ev)
+{
+	int ret, i = 0;
+
+	while (!(ret = kc_wait(d->a_evd, ev, false)) &&
+	       ev->event_number == KEVD_DTO_COMPLETION_EVENT) {
+		if (ev->dto.cookie != KC_PREPOST_COOKIE + i ||
+		    ev->dto.status != KEVD_DTO_ERR_FLUSHED)
+			break;
+		i++;
+	}
+	if (ret || i == KC_MSGS)
+		return ret;
+	pr_err("kevd-e2e-cm: %s: rejected: %d flushes of %d, then event %#x (cookie %llu)\n",
+	       d->name, i, KC_MSGS, ev->event_number, ev->dto.cookie);
+	return -EIO;
+}
+
+/*
+ * One reject; -EAGAIN if the transport lost it (kc_reject_lost()). The
+ * requester posted receives before it connected: they come back flushed
+ * before the reject (DAT flushes a disconnected endpoint's DTOs).
+ */
 static int kc_reject_once(struct kc_dev *d)
 {
+	struct kc_hold hold = { .prepost = d };
 	struct kc_active a;
 	struct kevd_event ev;
 	u8 rej[KC_REJ_LEN];
 	void *cr;
 	int ret;
 
-	ret = kc_connect(d, &a, d->a_evd, port, 1, NULL);
+	ret = kc_connect(d, &a, d->a_evd, port, 1, &hold);
 	cr = ret ? NULL : kc_request(d, 1);
 	if (!cr) {
 		kc_active_end(&a);
@@ -402,7 +438,7 @@ static int kc_reject_once(struct kc_dev *d)
 	if (!ret && kevd_cr_reject(cr, NULL, 0) != -EINVAL)
 		ret = -EIO;		/* a handle works once */
 	if (!ret)
-		ret = kc_wait(d->a_evd, &ev, true);
+		ret = kc_flushed_before(d, &ev);
 	if (!ret && kc_reject_lost(d, &ev)) {
 		pr_info("kevd-e2e-cm: %s: the transport lost the reject (a reset without its private data): again\n",
 			d->name);
