@@ -675,6 +675,23 @@ static int kevd_cm_request(struct kevd_cm *listener, struct rdma_cm_id *id,
 	return 0;
 }
 
+/*
+ * The connect is over (DISCONNECTED, REJECTED): the endpoint's QP goes to
+ * error, as DAT flushes a disconnected endpoint's DTOs, and the flushes
+ * the provider adds in its own time reach the connection EVD before the
+ * event does (kevd_cq_drain_hold()), if the QP completes into its CQ.
+ * Its gate is lifted first: what it parked goes ahead.
+ */
+static void kevd_cm_hold_flushes(struct kevd_cm *cm, struct rdma_cm_id *id)
+{
+	struct ib_qp *qp = id->qp;
+
+	kevd_cm_ungate(cm);
+	if (cm->conn_evd && qp && kevd_cm_feeds(cm->conn_evd, qp) &&
+	    kevd_cm_qp_error(id))
+		kevd_cq_drain_hold(cm->conn_evd, qp);
+}
+
 /* Post a connection event of @cm's endpoint; with its private data. */
 static int kevd_cm_connection(struct kevd_cm *cm, struct rdma_cm_id *id,
 			      struct rdma_cm_event *ev, u32 number, bool pdata)
@@ -762,9 +779,10 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		/*
 		 * Answer the peer (an IB DREP), as uDAPL does, or its own
 		 * DISCONNECTED waits for the DREQ to time out; the QP goes to
-		 * error first, so its flushes start before the event is posted.
+		 * error first, and its flushes come before the event.
 		 */
 		rdma_disconnect(id);
+		kevd_cm_hold_flushes(cm, id);
 		return kevd_cm_connection(cm, id, ev,
 					  KEVD_CONNECTION_EVENT_DISCONNECTED,
 					  false);
@@ -772,6 +790,7 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		peer = kevd_cm_peer_rejected(id, ev);
 		num = peer ? KEVD_CONNECTION_EVENT_PEER_REJECTED :
 			     KEVD_CONNECTION_EVENT_NON_PEER_REJECTED;
+		kevd_cm_hold_flushes(cm, id);
 		return kevd_cm_connection(cm, id, ev, num, peer);
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:

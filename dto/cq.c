@@ -212,19 +212,29 @@ static u8 kevd_cq_marker(const struct kevd_qp_drain *d, const struct ib_wc *wc)
 	return wc->wr_id == base ? KEVD_DRAIN_SEND : KEVD_DRAIN_RECV;
 }
 
-/* @d's last marker is in, or a poll found the CQ empty: done. */
-static void kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d)
+/*
+ * @d's last marker is in, or a poll found the CQ empty: done. True if
+ * that let the connection events fenced go (a hold, the last one): the
+ * caller schedules the pass that queues them.
+ */
+static bool kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d)
 {
+	bool hold;
+
 	lockdep_assert_held(&evd->lock);
-	if (!d->orphan) {
+	if (!d->orphan && (!d->hold || d->posting)) {
 		d->seen = true;
 		WRITE_ONCE(d->seen_at, evd->cq_polls);
-		return;
+		return false;
 	}
-	/* its flusher gave up: the markers were all it stayed for */
+	/* its flusher gave up, or a hold: the markers were all it stayed for */
 	list_del(&d->node);
 	WRITE_ONCE(evd->ndrains, evd->ndrains - 1);
+	hold = d->hold;
+	if (hold)
+		WRITE_ONCE(evd->nholds, evd->nholds - 1);
 	kfree(d);
+	return hold && !evd->nholds;
 }
 
 /*
@@ -270,6 +280,7 @@ void kevd_cq_convert_orphaned(struct kevd *evd, const struct ib_wc *wc,
 static int kevd_cq_take_markers(struct kevd *evd, struct ib_wc *wcs, int got)
 {
 	struct kevd_qp_drain *d;
+	bool unheld = false;
 	unsigned long flags;
 	int i, kept = 0;
 	u8 m = 0;
@@ -290,10 +301,13 @@ static int kevd_cq_take_markers(struct kevd *evd, struct ib_wc *wcs, int got)
 		}
 		d->polled |= m;
 		if (d->polled == (d->orphan ? d->posted : d->need))
-			kevd_cq_drain_seen(evd, d);
+			unheld |= kevd_cq_drain_seen(evd, d);
 		m = 0;
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
+	/* the events held for it: a pass queues them once the CQ is empty */
+	if (unheld && READ_ONCE(evd->ring.nfenced))
+		kevd_schedule(evd);
 	return kept;
 }
 
@@ -735,9 +749,11 @@ u32 kevd_cq_drain_empty(struct kevd *evd, struct ib_wc *wcs, u32 budget,
  *
  * The fenced events are queued only once a poll found the CQ empty: every
  * completion that was in the CQ when they were posted is then in the ring
- * before them. A full ring (the consumer's dequeue pulls or reschedules) or the
- * budget (a pass requeues; a pull leaves them to its consumer's next call,
- * or to a poller while a thread waits) leaves them fenced for a later pass.
+ * before them; and the markers of every hold (kevd_cq_drain_hold()) are
+ * polled: the flushes a disconnected QP adds later are in the ring too.
+ * A full ring (the consumer's dequeue pulls or reschedules) or the budget
+ * (a pass requeues; a pull leaves them to its consumer's next call, or to
+ * a poller while a thread waits) leaves them fenced for a later pass.
  *
  * Context: the owning poller.
  * Return: the number of completions moved.
@@ -749,7 +765,8 @@ u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget)
 
 	kevd_assert_owner(evd);
 	done = kevd_cq_move(evd, wcs, budget, &empty);
-	if (!empty)
+	/* a disconnected QP's flushes may still be on their way */
+	if (!empty || READ_ONCE(evd->nholds))
 		return done;
 	if (kevd_ring_unfence(&evd->ring, &queued)) {
 		/* no room for all of them: as a drain stopped at a full ring */

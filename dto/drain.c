@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * A QP's completions out of the CQ before the QP goes (kevd_cq_flush_qp(),
- * for cm/cm.c), as ib_drain_qp() does: markers behind them.
+ * for cm/cm.c), as ib_drain_qp() does: markers behind them. And a
+ * disconnected QP's flushes into the ring before its endpoint's
+ * connection event (kevd_cq_drain_hold()): markers again, polled in the
+ * poller's own time.
  *
  * kevd converts a completion when it polls it and reads its QP then (the
  * event's ep_context); no provider takes a destroyed QP's completions out
@@ -259,32 +262,129 @@ void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error)
 }
 EXPORT_SYMBOL_GPL(kevd_cq_flush_qp);	/* not public: cm/cm.c */
 
+/*
+ * Release @d, a hold whose poster is done: its markers all polled, or
+ * none posted (then the CQ seen empty must do). True if that let the
+ * fenced events go.
+ */
+static bool kevd_cq_hold_posted(struct kevd *evd, struct kevd_qp_drain *d)
+{
+	lockdep_assert_held(&evd->lock);
+	d->posting = false;
+	/* a marker the queue never took is not waited for */
+	d->need = d->posted;
+	if (!d->seen && d->polled != d->need)
+		return false;
+	list_del(&d->node);
+	WRITE_ONCE(evd->ndrains, evd->ndrains - 1);
+	WRITE_ONCE(evd->nholds, evd->nholds - 1);
+	kfree(d);
+	return !evd->nholds;
+}
+
+/**
+ * kevd_cq_drain_hold() - hold the connection events behind a QP's flushes.
+ * @evd: an EVD whose CQ @qp completes into; the caller posts a connection
+ *	event of @qp's endpoint to it next.
+ * @qp: the QP, in error (disconnected, rejected); it stays.
+ *
+ * A connection event other than ESTABLISHED waits until the CQ was seen
+ * empty (kevd_cq_unfence()); but a QP in error adds its flushes in the
+ * provider's own time (rxe in its work, siw as it closes), after that
+ * may have come. So, as kevd_cq_flush_qp() does, this posts a marker on
+ * each of @qp's queues that complete into @evd's CQ; until they are
+ * polled, no connection event fenced on @evd is queued (evd->nholds).
+ * It waits for the provider only, never for a poll: until the markers
+ * are posted (a full queue takes one once a flush freed a slot), at most
+ * KEVD_FLUSH_WAIT; a marker never posted is not waited for. The hold
+ * ends when its markers are polled, when @qp is destroyed
+ * (kevd_cq_qp_gone()) or with the CQ; the markers never reach the
+ * consumer.
+ *
+ * Context: process context; sleeps.
+ */
+void kevd_cq_drain_hold(struct kevd *evd, struct ib_qp *qp)
+{
+	unsigned long end = jiffies + KEVD_FLUSH_WAIT;
+	struct kevd_qp_drain *d;
+	unsigned long flags;
+	bool unheld, all;
+
+	might_sleep();
+	d = kzalloc(sizeof(*d), GFP_KERNEL);
+	if (!d)
+		return;		/* the CQ seen empty must do */
+	d->qp = qp;
+	d->need = kevd_cq_drain_need(evd, qp);
+	if (!d->need) {
+		kfree(d);
+		return;
+	}
+	d->hold = true;
+	d->posting = true;
+	spin_lock_irqsave(&evd->lock, flags);
+	d->since = evd->cq_polls;
+	list_add_tail(&d->node, &evd->drains);
+	WRITE_ONCE(evd->ndrains, evd->ndrains + 1);
+	WRITE_ONCE(evd->nholds, evd->nholds + 1);
+	spin_unlock_irqrestore(&evd->lock, flags);
+	for (;;) {
+		kevd_cq_post_markers(evd, d);
+		spin_lock_irqsave(&evd->lock, flags);
+		all = d->posted == d->need;
+		spin_unlock_irqrestore(&evd->lock, flags);
+		if (all || time_after(jiffies, end))
+			break;
+		schedule_timeout_uninterruptible(1);
+	}
+	spin_lock_irqsave(&evd->lock, flags);
+	unheld = kevd_cq_hold_posted(evd, d);
+	spin_unlock_irqrestore(&evd->lock, flags);
+	if (unheld)
+		kevd_schedule(evd);
+}
+EXPORT_SYMBOL_GPL(kevd_cq_drain_hold);	/* not public: cm/cm.c */
+
 /**
  * kevd_cq_qp_gone() - the QP kevd_cq_flush_qp() gave up on is destroyed.
  * @evd: the EVD that kevd_cq_flush_qp() was called on.
  * @qp: the QP, destroyed now: a key, never read.
  *
  * Its orphaned drain, if any, ends at the next poll begun from here that
- * finds the CQ empty: what the CQ still held of the QP (siw adds flushes
- * as it destroys one not in error) is out by then, and a QP made at the
- * same address afterwards completes behind it. Its markers, if they
- * come, end it too; a provider that purges a destroyed QP's completions
- * (mlx4, mlx5) never returns them.
+ * finds the CQ empty, and so does a hold on it (kevd_cq_drain_hold())
+ * whose markers are not in, which no longer holds the connection events:
+ * what the CQ still held of the QP (siw adds flushes as it destroys one
+ * not in error) is out by then, and a QP made at the same address
+ * afterwards completes behind it. Its markers, if they come, end it too;
+ * a provider that purges a destroyed QP's completions (mlx4, mlx5) never
+ * returns them.
  *
  * Context: any; takes evd->lock.
  */
 void kevd_cq_qp_gone(struct kevd *evd, struct ib_qp *qp)
 {
 	struct kevd_qp_drain *d;
+	bool unheld = false;
 	unsigned long flags;
 
 	spin_lock_irqsave(&evd->lock, flags);
 	list_for_each_entry(d, &evd->drains, node) {
-		if (d->orphan && d->qp == qp && !d->destroyed) {
+		if (d->qp != qp || d->destroyed)
+			continue;
+		if (d->hold) {
+			/* markers the destroy purged: an orphan's rules now */
+			d->hold = false;
+			d->orphan = true;
+			WRITE_ONCE(evd->nholds, evd->nholds - 1);
+			unheld = !evd->nholds;
+		}
+		if (d->orphan) {
 			d->destroyed = true;
 			d->since = evd->cq_polls;
 		}
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
+	if (unheld)
+		kevd_schedule(evd);
 }
 EXPORT_SYMBOL_GPL(kevd_cq_qp_gone);	/* not public: cm/cm.c */

@@ -311,9 +311,12 @@ struct kevd_direct {
  *	@lock, checked for emptiness without it on every poll.
  * @cq_polls: polls of the CQ begun while a drain waited (written by the
  *	owner; kevd_cq_flush_qp() reads it).
- * @drains: QPs whose markers kevd_cq_flush_qp() waits for (struct
- *	kevd_qp_drain, dto/cq.c), under @lock.
+ * @drains: QPs whose markers kevd_cq_flush_qp() or kevd_cq_drain_hold()
+ *	waits for (struct kevd_qp_drain, dto/cq.c), under @lock.
  * @ndrains: their number: a poll looks for markers while it is not 0.
+ * @nholds: drains whose markers hold the connection events fenced
+ *	(kevd_cq_drain_hold()): while it is not 0 none is queued. Written
+ *	under @lock, read anywhere.
  * @has_parked: @parked holds a gated QP's completion (owner only).
  * @parked: the first completion of a gated QP that the owner polled.
  * @cq_follows_qlen: the CQ's depth came from the queue length (kevd_cq_fit()).
@@ -386,6 +389,7 @@ struct kevd {
 	u32 cq_polls;
 	struct list_head drains;
 	u32 ndrains;
+	u32 nholds;
 	bool has_parked;
 	struct ib_wc parked;
 	bool cq_follows_qlen;
@@ -820,7 +824,7 @@ u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
 /**
  * struct kevd_qp_drain - a QP's completions on their way out of the CQ.
  * @node: on evd->drains, under evd->lock.
- * @qp: the QP, in error, about to be destroyed.
+ * @qp: the QP, in error: about to be destroyed, or (@hold) disconnected.
  * @need: its queues that complete into the EVD's CQ and take a marker
  *	(KEVD_DRAIN_SEND, KEVD_DRAIN_RECV); 0 when it gets none: then an
  *	empty CQ does.
@@ -837,6 +841,10 @@ u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
  *	@since) finds the CQ empty, or with the CQ (kevd_cq_destroy()).
  * @destroyed: an orphan's QP is destroyed (kevd_cq_qp_gone()).
  * @grown: slots the drain added to a full ring (its owner only).
+ * @hold: kevd_cq_drain_hold()'s: the connection events fenced wait for
+ *	its markers (counted in evd->nholds); freed when they are polled.
+ * @posting: its markers are still being posted: a hold seen meanwhile
+ *	is freed by its poster.
  *
  * The markers' wr_ids are the record's address (send) and the next
  * (receive). All fields but @node and @qp are under evd->lock.
@@ -853,11 +861,14 @@ struct kevd_qp_drain {
 	bool orphan;
 	bool destroyed;
 	u32 grown;
+	bool hold;
+	bool posting;
 };
 
 /* dto/drain.c */
 void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error);
 void kevd_cq_qp_gone(struct kevd *evd, struct ib_qp *qp);
+void kevd_cq_drain_hold(struct kevd *evd, struct ib_qp *qp);
 
 /* dto/wc.c: kevd_wc_to_event(), kevd_wc_status(), kevd_wc_opcode() are public */
 
