@@ -21,7 +21,10 @@
  *      and third cycle (and every other pair on) the disconnect comes
  *      right after the receives are posted: the provider flushes them as
  *      the QP goes to error during the disconnect, and the DISCONNECTED
- *      must still come after all 64 (kevd holds it behind markers);
+ *      must still come after all 64 (kevd holds it behind markers).
+ *      In the first two cycles, and one in ten after, the same at once
+ *      on an accepter EVD that arms its CQ for solicited completions
+ *      only (flushes are not solicited), with a thread waiting;
  *   4. memory registration without a global rkey: the accepter registers
  *      a buffer with a fast registration (REG_MR: an LMR_FMR event); the
  *      requester writes into it and reads it back; a SEND with invalidate
@@ -292,7 +295,8 @@ static int kc_expect(struct kc_dev *d, struct kevd *evd, u32 number,
 	return -EIO;
 }
 
-static struct kevd *kc_evd(struct kc_dev *d, u32 flags, struct kevd *async)
+static struct kevd *__kc_evd(struct kc_dev *d, u32 flags, struct kevd *async,
+			     bool solicited_only)
 {
 	struct kevd_attr attr;
 
@@ -302,7 +306,13 @@ static struct kevd *kc_evd(struct kc_dev *d, u32 flags, struct kevd *async)
 	attr.upcall_policy = KEVD_UPCALL_DISABLE;
 	attr.cq_depth = 4 * KC_FLUSH;
 	attr.async_evd = async;
+	attr.solicited_only = solicited_only;
 	return kevd_create(flags & KEVD_DTO_FLAG ? d->dev : NULL, &attr);
+}
+
+static struct kevd *kc_evd(struct kc_dev *d, u32 flags, struct kevd *async)
+{
+	return __kc_evd(d, flags, async, false);
 }
 
 static int kc_connect(struct kc_dev *d, struct kc_active *a,
@@ -695,6 +705,48 @@ static void kc_connection_end(struct kc_dev *d, struct kc_active *a,
 		;
 	while (!kevd_dequeue(d->p_evd, &ev))
 		;
+}
+
+/*
+ * The accepter's connection EVD arms its CQ for solicited completions
+ * only, and flushes are not solicited: the requester disconnects right
+ * after the accepter posted its receives, and a thread waits. The
+ * DISCONNECTED must still come, after all the flushes: while kevd holds
+ * it for flushes still to come, it must arm for any completion.
+ */
+static int kc_solicited_round(struct kc_dev *d)
+{
+	struct kevd *p_evd = d->p_evd, *evd;
+	struct rdma_cm_id *pid = NULL;
+	struct kevd_event ev;
+	struct kc_active a;
+	int i, n = 0, ret, err;
+
+	evd = __kc_evd(d, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, d->async, true);
+	if (IS_ERR(evd))
+		return PTR_ERR(evd);
+	d->p_evd = evd;
+	ret = kc_establish(d, &a, &pid, false);
+	for (i = 0; i < KC_FLUSH && !ret; i++)
+		ret = kc_post(d, pid->qp, false, 1000 + i, i % (2 * KC_MSGS));
+	if (!ret)
+		ret = rdma_disconnect(a.id);
+	while (!ret && !(ret = kc_wait(evd, &ev, false)) &&
+	       ev.event_number == KEVD_DTO_COMPLETION_EVENT)
+		n += ev.dto.status == KEVD_DTO_ERR_FLUSHED;
+	if (!ret && ev.event_number == KEVD_CONNECTION_EVENT_DISCONNECTED &&
+	    n == KC_FLUSH) {
+		d->flushed += n;
+	} else {
+		pr_err("kevd-e2e-cm: %s: solicited-only EVD: %d flushes of %d, then %s %#x (%d)\n",
+		       d->name, n, KC_FLUSH, ret ? "no event" : "event",
+		       ret ? 0 : ev.event_number, ret);
+		ret = -EIO;
+	}
+	kc_connection_end(d, &a, pid);
+	d->p_evd = p_evd;
+	err = kevd_free(evd);
+	return ret ?: err;
 }
 
 static int kc_accept_round(struct kc_dev *d)
@@ -1497,8 +1549,12 @@ static int kc_run(char *spec)
 		return kc_run_until_removed(d, ret);
 	if (!ret)
 		ret = kc_reject_round(d);
-	for (i = 0; i < cycles && !ret; i++)
+	for (i = 0; i < cycles && !ret; i++) {
 		ret = kc_accept_round(d);
+		/* on the first two rounds, then one in ten */
+		if (!ret && (i < 2 || i % 10 == 5))
+			ret = kc_solicited_round(d);
+	}
 	if (!ret)
 		ret = kc_mr_round(d);
 	if (!ret)
