@@ -1221,6 +1221,77 @@ static struct kevd *gate_env(struct kunit *test, u32 flags,
 }
 
 /*
+ * A hold (kevd_cq_drain_hold()) waits for markers the provider flushes in
+ * its own time, and flushes are not solicited: while it is on, a
+ * solicited-only CQ is armed for every completion, or the DISCONNECTED it
+ * holds waits for some unrelated solicited completion. The hold here is
+ * the state kevd_cq_drain_hold() leaves while its markers are out; once
+ * it ends, the flush comes first, then the DISCONNECTED.
+ */
+static void kevd_dto_hold_arms_any(struct kunit *test)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+	};
+	struct ib_wc wc = {
+		.status = IB_WC_WR_FLUSH_ERR, .opcode = IB_WC_SEND, .wr_id = 7,
+	};
+	struct fake_cq_stats st;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd_event ev;
+	unsigned long flags;
+	struct ib_cq *cq;
+	struct kevd *evd;
+	u64 arms, fired;
+	int i;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.solicited_only = true;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	cq = kevd_cq(evd);
+
+	spin_lock_irqsave(&evd->lock, flags);
+	WRITE_ONCE(evd->nholds, 1);
+	spin_unlock_irqrestore(&evd->lock, flags);
+	fake_cq_stats(cq, &st);
+	arms = st.arms;
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	/* the pass it scheduled finds the CQ empty, holds it, and arms */
+	for (i = 0; i < 66; i++) {
+		kevd_test_flush_pollers(test);
+		fake_cq_stats(cq, &st);
+		if (st.arms > arms && fake_cq_armed(cq))
+			break;
+	}
+	KUNIT_ASSERT_GT(test, st.arms, arms);
+	/* armed so that any completion added now notifies: a flush does */
+	KUNIT_ASSERT_TRUE(test, fake_cq_armed(cq));
+	fired = st.notifications;
+	KUNIT_ASSERT_EQ(test, fake_cq_add(cq, &wc), 0);
+	fake_cq_stats(cq, &st);
+	KUNIT_EXPECT_EQ(test, st.notifications, fired + 1);
+
+	spin_lock_irqsave(&evd->lock, flags);
+	WRITE_ONCE(evd->nholds, 0);
+	spin_unlock_irqrestore(&evd->lock, flags);
+	/* the wait's own pull queues the DISCONNECTED behind the flush */
+	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_DTO_COMPLETION_EVENT);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 7ULL);
+	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/*
  * The CM binding's gate (an endpoint before its ESTABLISHED): the first
  * completion of the gated QP A is parked and the CQ behind it waits (so
  * does B's DISCONNECTED, held behind the CQ); B's completions ahead of
@@ -2168,6 +2239,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_free_with_qp),
 	KUNIT_CASE(kevd_dto_post_ib_event),
 	KUNIT_CASE(kevd_dto_gate_holds_qp),
+	KUNIT_CASE(kevd_dto_hold_arms_any),
 	KUNIT_CASE(kevd_dto_fence_without_defer),
 	KUNIT_CASE(kevd_dto_fence_late_completions),
 	KUNIT_CASE(kevd_dto_flush_from_upcall),
