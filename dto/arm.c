@@ -64,7 +64,9 @@ bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs)
 	/* a parked completion holds the CQ: kevd_cq_ungate() reschedules */
 	if (!evd->cq || READ_ONCE(evd->cq_stalled) || evd->has_parked)
 		return false;
-	how = evd->solicited_only ? IB_CQ_SOLICITED : IB_CQ_NEXT_COMP;
+	/* flushes are not solicited: a hold waits for them (drain.c) */
+	how = evd->solicited_only && !READ_ONCE(evd->nholds) ?
+	      IB_CQ_SOLICITED : IB_CQ_NEXT_COMP;
 	/* after a failed poll the CQ counts as empty: no report, no check */
 	poll_failed = evd->poll_failed;
 	evd->poll_failed = false;
