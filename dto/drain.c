@@ -146,6 +146,34 @@ static bool kevd_cq_drain_owned(struct kevd *evd, struct kevd_qp_drain *d,
 }
 
 /*
+ * @qp goes next: its holds (kevd_cq_drain_hold()) whose markers are not
+ * in hold the connection events no more. They become orphans: a provider
+ * that purges a destroyed QP's completions never returns the markers,
+ * and @qp's completions still in the CQ are converted without it.
+ * While @qp exists its address names it alone: a hold of a QP made at
+ * the same address later is never taken for one of @qp's.
+ */
+static void kevd_cq_holds_end(struct kevd *evd, struct ib_qp *qp)
+{
+	struct kevd_qp_drain *d;
+	bool unheld = false;
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	list_for_each_entry(d, &evd->drains, node) {
+		if (!d->hold || d->qp != qp || d->posting)
+			continue;
+		d->hold = false;
+		d->orphan = true;
+		WRITE_ONCE(evd->nholds, evd->nholds - 1);
+		unheld = !evd->nholds;
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
+	if (unheld)
+		kevd_schedule(evd);
+}
+
+/*
  * The flusher ends @d. If it gives up, its QP is destroyed next while the
  * CQ may still hold completions of it: @d stays, an orphan, so that they
  * are converted without reading the QP (kevd_cq_take_markers()), until
@@ -256,6 +284,7 @@ void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error)
 	if (!done)
 		pr_warn("kevd: EVD %u: QP %u is destroyed before its completions were all taken from the CQ\n",
 			evd->id, qp->qp_num);
+	kevd_cq_holds_end(evd, qp);
 	kevd_cq_drain_end(evd, d, done);
 	if (wcs != small)
 		kfree(wcs);
@@ -294,18 +323,21 @@ static bool kevd_cq_hold_posted(struct kevd *evd, struct kevd_qp_drain *d)
  * may have come. So, as kevd_cq_flush_qp() does, this posts a marker on
  * each of @qp's queues that complete into @evd's CQ; until they are
  * polled, no connection event fenced on @evd is queued (evd->nholds).
- * It waits for the provider only, never for a poll: until the markers
- * are posted (a full queue takes one once a flush freed a slot), at most
- * KEVD_FLUSH_WAIT; a marker never posted is not waited for. The hold
- * ends when its markers are polled, when @qp is destroyed
- * (kevd_cq_qp_gone()) or with the CQ; the markers never reach the
- * consumer.
+ * It never waits for a poll, and for the provider only briefly: a full
+ * queue takes a marker once a flush freed a slot, which rxe and siw do
+ * in their own work, but most hardware only once the flush is polled.
+ * After KEVD_HOLD_POST_WAIT a marker not posted is not waited for (that
+ * queue's flushes have only the CQ seen empty before the event). The
+ * hold ends when its markers are polled, when @qp goes
+ * (kevd_cq_flush_qp() makes it an orphan) or with the CQ; the markers
+ * never reach the consumer. While it holds, a solicited-only CQ is armed
+ * for every completion (kevd_cq_arm_check()): flushes are not solicited.
  *
  * Context: process context; sleeps.
  */
 void kevd_cq_drain_hold(struct kevd *evd, struct ib_qp *qp)
 {
-	unsigned long end = jiffies + KEVD_FLUSH_WAIT;
+	unsigned long end = jiffies + KEVD_HOLD_POST_WAIT;
 	struct kevd_qp_drain *d;
 	unsigned long flags;
 	bool unheld, all;
@@ -351,40 +383,27 @@ EXPORT_SYMBOL_GPL(kevd_cq_drain_hold);	/* not public: cm/cm.c */
  * @qp: the QP, destroyed now: a key, never read.
  *
  * Its orphaned drain, if any, ends at the next poll begun from here that
- * finds the CQ empty, and so does a hold on it (kevd_cq_drain_hold())
- * whose markers are not in, which no longer holds the connection events:
- * what the CQ still held of the QP (siw adds flushes as it destroys one
- * not in error) is out by then, and a QP made at the same address
- * afterwards completes behind it. Its markers, if they come, end it too;
- * a provider that purges a destroyed QP's completions (mlx4, mlx5) never
- * returns them.
+ * finds the CQ empty: what the CQ still held of the QP (siw adds flushes
+ * as it destroys one not in error) is out by then, and a QP made at the
+ * same address afterwards completes behind it. Its markers, if they
+ * come, end it too; a provider that purges a destroyed QP's completions
+ * (mlx4, mlx5) never returns them. So do the QP's holds whose markers
+ * were not in (kevd_cq_flush_qp() made them orphans).
  *
  * Context: any; takes evd->lock.
  */
 void kevd_cq_qp_gone(struct kevd *evd, struct ib_qp *qp)
 {
 	struct kevd_qp_drain *d;
-	bool unheld = false;
 	unsigned long flags;
 
 	spin_lock_irqsave(&evd->lock, flags);
 	list_for_each_entry(d, &evd->drains, node) {
-		if (d->qp != qp || d->destroyed)
-			continue;
-		if (d->hold) {
-			/* markers the destroy purged: an orphan's rules now */
-			d->hold = false;
-			d->orphan = true;
-			WRITE_ONCE(evd->nholds, evd->nholds - 1);
-			unheld = !evd->nholds;
-		}
-		if (d->orphan) {
+		if (d->orphan && d->qp == qp && !d->destroyed) {
 			d->destroyed = true;
 			d->since = evd->cq_polls;
 		}
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
-	if (unheld)
-		kevd_schedule(evd);
 }
 EXPORT_SYMBOL_GPL(kevd_cq_qp_gone);	/* not public: cm/cm.c */

@@ -75,6 +75,11 @@
 #define KEVD_SLOW_UPCALL_NS	(2 * NSEC_PER_MSEC)
 /* kevd_cq_flush_qp() waits at most this long for a QP's markers */
 #define KEVD_FLUSH_WAIT		(5 * HZ)
+/*
+ * kevd_cq_drain_hold() waits at most this long for a full queue to take
+ * its marker: in a CM handler, which holds up the id's events.
+ */
+#define KEVD_HOLD_POST_WAIT	(HZ / 5)
 
 /* Bits of kevd->poll_state. */
 enum {
@@ -842,7 +847,8 @@ u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
  * @destroyed: an orphan's QP is destroyed (kevd_cq_qp_gone()).
  * @grown: slots the drain added to a full ring (its owner only).
  * @hold: kevd_cq_drain_hold()'s: the connection events fenced wait for
- *	its markers (counted in evd->nholds); freed when they are polled.
+ *	its markers (counted in evd->nholds); freed when they are polled,
+ *	or an orphan once its QP goes (kevd_cq_flush_qp()).
  * @posting: its markers are still being posted: a hold seen meanwhile
  *	is freed by its poster.
  *
