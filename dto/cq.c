@@ -212,12 +212,16 @@ static u8 kevd_cq_marker(const struct kevd_qp_drain *d, const struct ib_wc *wc)
 	return wc->wr_id == base ? KEVD_DRAIN_SEND : KEVD_DRAIN_RECV;
 }
 
-/*
- * @d's last marker is in, or a poll found the CQ empty: done. True if
- * that let the connection events fenced go (a hold, the last one): the
- * caller schedules the pass that queues them.
+/**
+ * kevd_cq_drain_seen() - a drain's last marker is in, or the CQ was empty.
+ * @evd: the EVD whose drain @d is.
+ * @d: the drain: done. An orphan, or a hold whose poster is done, goes.
+ *
+ * Context: any; the caller holds evd->lock.
+ * Return: true if that let the connection events fenced go (a hold, the
+ * last one): the caller schedules the pass that queues them.
  */
-static bool kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d)
+bool kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d)
 {
 	bool hold;
 

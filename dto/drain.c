@@ -304,11 +304,7 @@ static bool kevd_cq_hold_posted(struct kevd *evd, struct kevd_qp_drain *d)
 	d->need = d->posted;
 	if (!d->seen && d->polled != d->need)
 		return false;
-	list_del(&d->node);
-	WRITE_ONCE(evd->ndrains, evd->ndrains - 1);
-	WRITE_ONCE(evd->nholds, evd->nholds - 1);
-	kfree(d);
-	return !evd->nholds;
+	return kevd_cq_drain_seen(evd, d);
 }
 
 /**

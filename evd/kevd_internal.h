@@ -871,6 +871,8 @@ struct kevd_qp_drain {
 	bool posting;
 };
 
+bool kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d);
+
 /* dto/drain.c */
 void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error);
 void kevd_cq_qp_gone(struct kevd *evd, struct ib_qp *qp);
