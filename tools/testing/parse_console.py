@@ -36,6 +36,13 @@ REPORTS = [
     r'refcount_t: ', r'ODEBUG:', r'Unable to handle kernel',
 ]
 REPORT_RE = re.compile('|'.join(REPORTS))
+# A stack frame of a report's trace: "func+0x1a/0x40 [module]", maybe
+# with "? " before it (an unreliable one). What CI shows of a report is
+# its first line and the frames of its trace: where it happened.
+FRAME = re.compile(r'^\s*(\? )?[\w.]+\+0x[0-9a-f]+/0x[0-9a-f]+')
+FRAMES_PER_REPORT = 10
+# how far after its first line a report's trace may begin
+REPORT_SPAN = 60
 
 # What a failing KUnit test printed: KUnit's failure lines (a failed
 # check, a timeout, a fault), the lines of explanation after each
@@ -64,6 +71,23 @@ def read_console(path):
 # What explains a boot that never reached the harness: the first line that
 # names an error, else the first report, else the last line.
 DEATH = re.compile(r'failed|errno|panic|error|cannot|unable|BUG', re.I)
+
+
+def report_details(lines, at):
+    """The details of the console's reports, the first at lines[@at]:
+    that line and the frames of its trace, then the first lines of the
+    two reports after it."""
+    first = [lines[at].strip()]
+    for l in lines[at + 1:at + REPORT_SPAN]:
+        if len(first) > FRAMES_PER_REPORT:
+            break
+        if FRAME.match(l):
+            first.append(l.strip())
+        elif REPORT_RE.search(l) and 'Call Trace:' not in l:
+            break
+    more = [l.strip() for l in lines[at + 1:]
+            if REPORT_RE.search(l) and 'Call Trace:' not in l][:2]
+    return first + more
 
 
 def death_line(lines):
@@ -118,8 +142,10 @@ def parse(args):
 
     seen = []
     closed = set()
-    details = [(t, 'kevd_console', 'no_bug_warning_lockdep_kasan_kcsan_oops',
-                l.strip()) for l in reports[:3]]
+    at = next((i for i, l in enumerate(lines) if REPORT_RE.search(l)), None)
+    details = [] if at is None else [
+        (t, 'kevd_console', 'no_bug_warning_lockdep_kasan_kcsan_oops', d)
+        for d in report_details(lines, at)]
     pending, cases = [], []
     why = {}
     explain = 0

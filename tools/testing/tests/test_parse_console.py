@@ -158,6 +158,46 @@ def failure_details_test():
     return ok
 
 
+# What the summary prints for a console report (reports/hung_task.txt put
+# into uml_clean.log): its first line, then the frames of its trace, up
+# to ten: CI shows where it happened, not only that it did.
+REPORT_DETAILS = [
+    'FAILED: uml kevd_console no_bug_warning_lockdep_kasan_kcsan_oops',
+    '    INFO: task modprobe:412 blocked for more than 122 seconds.',
+    '    __schedule+0x4f1/0xe80',
+    '    schedule+0x4e/0x100',
+    '    schedule_timeout+0x1b5/0x230',
+    '    ? __pfx_schedule_timeout+0x10/0x10',
+    '    wait_for_completion_timeout+0x95/0x130',
+    '    kunit_try_catch_run+0x94/0x190 [kunit]',
+    '    kunit_run_case_catch_errors+0x7f/0x110 [kunit]',
+    '    kunit_run_tests+0x2b3/0x6a0 [kunit]',
+    '    __kunit_test_suites_init+0x6f/0xb0 [kunit]',
+    '    kunit_module_notify+0x20e/0x290 [kunit]',
+]
+
+
+def report_details_test(clean_meta):
+    with open(os.path.join(FIXTURES, 'reports', 'hung_task.txt')) as f:
+        report = f.read().splitlines()
+    with open(os.path.join(FIXTURES, 'uml_clean.log')) as f:
+        base = f.read().splitlines()
+    at = base.index(REPORT_AFTER) + 1
+    with tempfile.TemporaryDirectory() as tmp:
+        console = os.path.join(tmp, 'console.log')
+        with open(console, 'w') as f:
+            f.write('\n'.join(base[:at] + report + base[at:]) + '\n')
+        out = os.path.join(tmp, 'results.tsv')
+        open(out, 'w').close()
+        run('--console', console, '--out', out,
+            *clean_meta['args'].split())
+        _, sout, _ = run('--summary', out)
+    lines = sout.splitlines()
+    at = lines.index(REPORT_DETAILS[0]) if REPORT_DETAILS[0] in lines else 0
+    return check('report_details', REPORT_DETAILS + [lines[-1]],
+                 lines[at:at + len(REPORT_DETAILS) + 1])
+
+
 def report_test(kind, clean_meta, clean_rows):
     with open(os.path.join(FIXTURES, 'reports', kind + '.txt')) as f:
         report = f.read().splitlines()
@@ -208,6 +248,8 @@ def main():
                    lambda k=k: report_test(k, clean_meta, clean_rows))
                   for k in kinds]
         tests.append(('failure_details', failure_details_test))
+        tests.append(('report_details',
+                      lambda: report_details_test(clean_meta)))
         # the clean consoles must pass --sanitizers-only (kevd-test run)
         for n in ('uml_clean', 'smp_noise'):
             tests.append((f'sanitizers_only_{n}', lambda n=n: run(
