@@ -90,6 +90,42 @@ def report_details(lines, at):
     return first + more
 
 
+# KUnit waits for a case uninterruptibly: modprobe kevd_test sleeps in D
+# state, and the test kernels' hung-task detector reports it after 60 s
+# (a failure). A case that comes near is named: time to split it (README,
+# "Adding a KUnit suite").
+SLOW_CASE = 30.0
+STAMPED = re.compile(r'^\[\s*(\d+\.\d+)\]\s?(.*)$')
+
+
+def slow_cases(path):
+    """(seconds, suite, case) of each KUnit case that took SLOW_CASE
+    seconds or more: the time from the line before its result (a result
+    or a "KTAP version") to the result, on the console's timestamps."""
+    slow, suite, prev = [], None, None
+    try:
+        with open(path, errors='replace') as f:
+            raw = [l.rstrip('\r\n') for l in f]
+    except FileNotFoundError:
+        return slow
+    for l in raw:
+        m = STAMPED.match(l)
+        if not m:
+            continue
+        t, text = float(m.group(1)), m.group(2)
+        sub = SUBTEST.match(text)
+        if sub and len(sub.group(1)) == 4:
+            suite = sub.group(2)
+        res = RESULT.match(text)
+        if res and prev is not None and len(res.group(1)) > 0 and \
+                t - prev >= SLOW_CASE:
+            name = re.split(r'\s+#', res.group(4))[0].strip()
+            slow.append((t - prev, suite, name))
+        if res or 'KTAP version' in text:
+            prev = t
+    return slow
+
+
 def death_line(lines):
     for pat in (DEATH, REPORT_RE):
         hit = next((l for l in lines if pat.search(l)), None)
@@ -135,6 +171,10 @@ def parse(args):
         if 'KEVD-HARNESS: error:' in l:
             print(f'[{t}] {l}', file=sys.stderr)
             rec('kevd_console', l.split('error:', 1)[1].strip(), 'fail')
+
+    for sec, suite, name in slow_cases(args.console):
+        print(f'[{t}] slow case: {suite} {name} took {sec:.0f} s (the '
+              'hung-task detector reports 60 s: split it)', file=sys.stderr)
 
     if args.sanitizers_only:
         write(args.out, out)

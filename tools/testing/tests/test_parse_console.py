@@ -198,6 +198,33 @@ def report_details_test(clean_meta):
                  lines[at:at + len(REPORT_DETAILS) + 1])
 
 
+# A case that takes 30 s or more is named on stderr (the hung-task
+# detector fails a run at 60 s); a faster one, and a suite's own result
+# line, are not.
+SLOW_CONSOLE = [
+    '[   10.000000] KTAP version 1',
+    '[   10.000100] 1..1',
+    '[   10.000200]     KTAP version 1',
+    '[   10.000300]     # Subtest: kevd_x',
+    '[   10.000400]     1..2',
+    '[   39.000000]     ok 1 fast_case',
+    '[   77.400000]     ok 2 slow_case',
+    '[  120.000000] ok 1 kevd_x',
+]
+
+
+def slow_case_test():
+    with tempfile.NamedTemporaryFile('w', suffix='.log') as tmp:
+        tmp.write('\n'.join(SLOW_CONSOLE) + '\n')
+        tmp.flush()
+        _, _, err = run('--console', tmp.name, '--target', 'smp',
+                        '--sanitizers-only', '--out', os.devnull)
+    slow = [l for l in err.splitlines() if 'slow case:' in l]
+    return check('slow_case', ['[smp] slow case: kevd_x slow_case took 38 s '
+                               '(the hung-task detector reports 60 s: '
+                               'split it)'], slow)
+
+
 def report_test(kind, clean_meta, clean_rows):
     with open(os.path.join(FIXTURES, 'reports', kind + '.txt')) as f:
         report = f.read().splitlines()
@@ -250,6 +277,7 @@ def main():
         tests.append(('failure_details', failure_details_test))
         tests.append(('report_details',
                       lambda: report_details_test(clean_meta)))
+        tests.append(('slow_case', slow_case_test))
         # the clean consoles must pass --sanitizers-only (kevd-test run)
         for n in ('uml_clean', 'smp_noise'):
             tests.append((f'sanitizers_only_{n}', lambda n=n: run(
