@@ -612,7 +612,17 @@ static void kevd_conc_resize_under_upcalls(struct kunit *test)
 /* --- CPU hotplug ------------------------------------------------------ */
 
 #define HP_EVDS		64
-#define HP_ROUNDS	100
+#define HP_ROUNDS	100	/* shared by the test's parts */
+
+/* the CPU that goes and comes back */
+static const unsigned int hp_cpus[] = { 1 };
+
+static void hp_cpu_desc(const unsigned int *cpu, char *desc)
+{
+	snprintf(desc, KUNIT_PARAM_DESC_SIZE, "cpu%u", *cpu);
+}
+
+KEVD_TEST_PARTS_PARAM(hp_cpu, hp_cpus, hp_cpu_desc, 4);
 
 /**
  * struct hp_evd - one EVD of the hotplug test and what its upcall saw.
@@ -676,13 +686,16 @@ static int hp_producer_fn(void *data)
 }
 
 /*
- * CPU 1 goes offline and online again HP_ROUNDS times while events flow
- * to 64 EVDs, half of them served by CPU 1's poller: each event is
- * delivered once and in order, and no EVD is left with an undelivered
- * event.
+ * CPU 1 goes offline and online again HP_ROUNDS times (over the test's
+ * parts) while events flow to 64 EVDs, half of them served by CPU 1's
+ * poller: each event is delivered once and in order, and no EVD is left
+ * with an undelivered event.
  */
 static void kevd_conc_cpu_hotplug(struct kunit *test)
 {
+	const struct kevd_test_part *part = test->param_value;
+	const unsigned int cpu = *(const unsigned int *)part->param;
+	const int rounds = DIV_ROUND_UP(HP_ROUNDS, part->parts);
 	struct hp_producer *p;
 	struct task_struct *t;
 	struct hp_evd *hs;
@@ -691,8 +704,8 @@ static void kevd_conc_cpu_hotplug(struct kunit *test)
 	unsigned long total = 0;
 
 	if (!IS_ENABLED(CONFIG_HOTPLUG_CPU) || num_online_cpus() < 2 ||
-	    !cpu_online(1))
-		kunit_skip(test, "needs CPU 1 and CPU hotplug");
+	    !cpu_online(cpu))
+		kunit_skip(test, "needs CPU %u and CPU hotplug", cpu);
 	hs = kunit_kcalloc(test, HP_EVDS, sizeof(*hs), GFP_KERNEL);
 	p = kunit_kzalloc(test, sizeof(*p), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, hs);
@@ -703,7 +716,7 @@ static void kevd_conc_cpu_hotplug(struct kunit *test)
 		attr.flags = KEVD_SOFTWARE_FLAG;
 		attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
 		attr.upcall = (struct kevd_upcall){ hp_upcall, &hs[i] };
-		attr.cpu = i & 1;	/* half of them served on CPU 1 */
+		attr.cpu = i & 1 ? cpu : 0;	/* half of them served there */
 		hs[i].next = 1;
 		hs[i].evd = kevd_create(NULL, &attr);
 		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hs[i].evd);
@@ -712,17 +725,17 @@ static void kevd_conc_cpu_hotplug(struct kunit *test)
 	init_completion(&p->done);
 	t = kthread_run(hp_producer_fn, p, "kevd_test_hp");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
-	for (round = 0; round < HP_ROUNDS; round++) {
-		if (remove_cpu(1))
+	for (round = 0; round < rounds; round++) {
+		if (remove_cpu(cpu))
 			failed++;
-		if (add_cpu(1))
+		if (add_cpu(cpu))
 			failed++;
 	}
 	WRITE_ONCE(p->stop, true);
 	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&p->done,
 							  KEVD_STRESS_WAIT), 0);
 	KUNIT_EXPECT_EQ(test, failed, 0);
-	KUNIT_EXPECT_TRUE(test, cpu_online(1));
+	KUNIT_EXPECT_TRUE(test, cpu_online(cpu));
 	for (i = 0; i < HP_EVDS; i++) {
 		KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&hs[i].delivered,
 							     hs[i].posted));
@@ -736,7 +749,7 @@ static void kevd_conc_cpu_hotplug(struct kunit *test)
 		total += hs[i].posted;
 	}
 	kunit_info(test, "%d hotplug rounds, %lu events on %d EVDs, %d posts found a full EVD and retried",
-		   HP_ROUNDS, total, HP_EVDS, atomic_read(&p->enospc));
+		   rounds, total, HP_EVDS, atomic_read(&p->enospc));
 }
 
 static struct kunit_case kevd_conc_cases[] = {
@@ -749,7 +762,7 @@ static struct kunit_case kevd_conc_cases[] = {
 	KUNIT_CASE(kevd_conc_slow_upcall_sheds),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_load),
 	KUNIT_CASE_SLOW(kevd_conc_resize_under_upcalls),
-	KUNIT_CASE(kevd_conc_cpu_hotplug),
+	KUNIT_CASE_PARAM(kevd_conc_cpu_hotplug, hp_cpu_gen_params),
 	{}
 };
 

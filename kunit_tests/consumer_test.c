@@ -3472,7 +3472,7 @@ MODULE_PARM_DESC(consumer_seed,
 static unsigned int consumer_ops = 1000000;
 module_param(consumer_ops, uint, 0444);
 MODULE_PARM_DESC(consumer_ops,
-		 "Operations per run of kevd_consumer_random (default 10^6)");
+		 "Operations per kind of kevd_consumer_random, shared by its parts (default 10^6)");
 
 #define RND_THREADS	3
 #define RND_SEQS	BIT(20)
@@ -3822,7 +3822,7 @@ static void rnd_desc(const enum rnd_kind *k, char *desc)
 	strscpy(desc, names[*k], KUNIT_PARAM_DESC_SIZE);
 }
 
-KUNIT_ARRAY_PARAM(rnd_kind, rnd_kinds, rnd_desc);
+KEVD_TEST_PARTS_PARAM(rnd_kind, rnd_kinds, rnd_desc, 6);
 
 /*
  * Threads post (software and connection events), dequeue, wait with
@@ -3836,7 +3836,8 @@ KUNIT_ARRAY_PARAM(rnd_kind, rnd_kinds, rnd_desc);
  */
 static void kevd_consumer_random(struct kunit *test)
 {
-	const enum rnd_kind kind = *(const enum rnd_kind *)test->param_value;
+	const struct kevd_test_part *part = test->param_value;
+	const enum rnd_kind kind = *(const enum rnd_kind *)part->param;
 	struct rnd *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
 	struct rnd_thread *t = kunit_kcalloc(test, RND_THREADS, sizeof(*t),
 					     GFP_KERNEL);
@@ -3849,9 +3850,10 @@ static void kevd_consumer_random(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, t);
 	r->kind = kind;
 	r->seed = consumer_seed ?: get_random_u64();
-	r->ops_per_thread = consumer_ops / RND_THREADS;
-	kunit_info(test, "seed %llu (replay: modprobe kevd_test consumer_seed=%llu), %u operations",
-		   r->seed, r->seed, r->ops_per_thread * RND_THREADS);
+	r->ops_per_thread = consumer_ops / part->parts / RND_THREADS;
+	kunit_info(test, "seed %llu (replay: modprobe kevd_test consumer_seed=%llu consumer_ops=%u), %u operations",
+		   r->seed, r->seed, consumer_ops,
+		   r->ops_per_thread * RND_THREADS);
 	mutex_init(&r->model);
 	spin_lock_init(&r->chan_lock);
 	for (i = 0; i < ARRAY_SIZE(r->obj); i++)

@@ -16,7 +16,7 @@
 static unsigned int dto_stress_events;
 module_param(dto_stress_events, uint, 0444);
 MODULE_PARM_DESC(dto_stress_events,
-		 "Completions per notify mode in kevd_dto_stress, shared by its six consumers (0: 10^6 with two CPUs or more, 10^5 with one)");
+		 "Completions per notify mode in kevd_dto_stress, shared by its six consumers and their parts (0: 10^6 with two CPUs or more, 10^5 with one)");
 
 static const enum fake_hca_mode all_modes[] = {
 	FAKE_HCA_LENIENT_REPORT, FAKE_HCA_LENIENT_IGNORE,
@@ -350,6 +350,7 @@ static void dto_case_desc(const struct dto_case *c, char *desc)
 }
 
 KUNIT_ARRAY_PARAM(dto_case, dto_cases, dto_case_desc);
+KEVD_TEST_PARTS_PARAM(dto_stress, dto_cases, dto_case_desc, 3);
 
 /*
  * What a consumer saw: completions (cookies 0, 1, 2, ... in CQ order) and
@@ -651,12 +652,16 @@ static u32 dto_stress_n(void)
  * spurious notifications, and (but for "single") software events posted
  * meanwhile: every cookie and every software event once, in order where
  * the consumer orders, for every notify behaviour and every consumer.
+ * Each pair runs as three cases, each with its share of the
+ * completions.
  */
 static void kevd_dto_stress(struct kunit *test)
 {
-	const struct dto_case *dc = test->param_value;
+	const struct kevd_test_part *part = test->param_value;
+	const struct dto_case *dc = part->param;
 	struct rand_inject in = { ATOMIC_INIT(0) };
-	u32 n = dto_stress_n() / ARRAY_SIZE(dto_cons_names), nsw = 0;
+	u32 n = dto_stress_n() / ARRAY_SIZE(dto_cons_names) / part->parts;
+	u32 nsw = 0;
 	struct task_struct *t, *swt = NULL;
 	struct sw_producer *sp = NULL;
 	struct dto_producer *prod;
@@ -2246,7 +2251,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_flush_gives_up),
 	KUNIT_CASE(kevd_dto_flush_gives_up_in_batch),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
-	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_case_gen_params,
+	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_stress_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
 	{}
 };

@@ -36,4 +36,57 @@ struct kevd *kevd_test_create_on(struct kunit *test, u32 qlen, u32 flags,
 				 int policy, const struct kevd_upcall *upcall,
 				 int flag, int cpu);
 
+/*
+ * A long stress runs as parts: a few cases per parameter, each doing its
+ * share of the work. KUnit waits for a case uninterruptibly, so modprobe
+ * kevd_test sleeps in D state meanwhile, and the test kernels' hung-task
+ * detector reports a task asleep so for over 60 s (it failed a CI run on
+ * a case that took 36 s here). Keep every case under 15 s on the SMP test
+ * kernel.
+ */
+
+/**
+ * struct kevd_test_part - the parameter of one part of a stress.
+ * @param: the element of the suite's parameter array.
+ * @part: which part, 1 to @parts.
+ * @parts: how many parts share the work.
+ */
+struct kevd_test_part {
+	const void *param;
+	unsigned int part;
+	unsigned int parts;
+};
+
+const struct kevd_test_part *
+kevd_test_part_next(const struct kevd_test_part *prev,
+		    struct kevd_test_part *storage, size_t n,
+		    const void *array, size_t count, size_t size);
+void kevd_test_part_desc(const struct kevd_test_part *p, char *desc);
+
+/*
+ * As KUNIT_ARRAY_PARAM(), but each element of @array gives @nparts
+ * cases, named "<desc>_part<N>"; the case reads a
+ * const struct kevd_test_part * from test->param_value.
+ */
+#define KEVD_TEST_PARTS_PARAM(name, array, get_desc, nparts)		\
+	static struct kevd_test_part name##_parts[(nparts) *		\
+		(sizeof(array) / sizeof((array)[0]))];			\
+	static const void *name##_gen_params(const void *prev,		\
+					     char *desc)		\
+	{								\
+		const struct kevd_test_part *p;				\
+									\
+		p = kevd_test_part_next(prev, name##_parts,		\
+					ARRAY_SIZE(name##_parts), array,\
+					sizeof(array) /			\
+					sizeof((array)[0]),		\
+					sizeof((array)[0]));		\
+		if (p) {						\
+			get_desc((const typeof((array)[0]) *)p->param,	\
+				 desc);					\
+			kevd_test_part_desc(p, desc);			\
+		}							\
+		return p;						\
+	}
+
 #endif /* _KEVD_TEST_EXPORT_H */

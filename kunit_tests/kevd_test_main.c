@@ -262,6 +262,48 @@ char *kevd_test_read_file(const char *path, size_t max)
 }
 
 /**
+ * kevd_test_part_next() - the next part of a stress split in parts.
+ * @prev: the part before (NULL: the first).
+ * @storage: the parts, as many per element of @array.
+ * @n: their number.
+ * @array: the suite's parameter array.
+ * @count: its elements.
+ * @size: the size of one.
+ *
+ * KEVD_TEST_PARTS_PARAM()'s generator; the parts of an element follow
+ * each other.
+ *
+ * Return: the part, or NULL after the last.
+ */
+const struct kevd_test_part *
+kevd_test_part_next(const struct kevd_test_part *prev,
+		    struct kevd_test_part *storage, size_t n,
+		    const void *array, size_t count, size_t size)
+{
+	unsigned int nparts = n / count;
+	size_t i = prev ? prev - storage + 1 : 0;
+
+	if (i >= n)
+		return NULL;
+	storage[i].param = (const char *)array + i / nparts * size;
+	storage[i].part = i % nparts + 1;
+	storage[i].parts = nparts;
+	return &storage[i];
+}
+
+/**
+ * kevd_test_part_desc() - append "_part<N>" to a case's name.
+ * @p: the part.
+ * @desc: the name, KUNIT_PARAM_DESC_SIZE bytes.
+ */
+void kevd_test_part_desc(const struct kevd_test_part *p, char *desc)
+{
+	size_t len = strnlen(desc, KUNIT_PARAM_DESC_SIZE - 1);
+
+	snprintf(desc + len, KUNIT_PARAM_DESC_SIZE - len, "_part%u", p->part);
+}
+
+/**
  * kevd_test_waiting() - wait (bounded) until a thread waits in kevd_wait().
  * @evd: the EVD.
  *

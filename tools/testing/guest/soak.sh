@@ -53,12 +53,13 @@ soak_kunit_loop() { # deadline dto-events
 		soak_kunit 'kevd_consumer.kevd_consumer_random' \
 			consumer_seed="$seed" >"$log" 2>&1
 		ar=$((ar + 1))
-		l=$(grep 'kevd_consumer_random: seed' "$log" | tail -n 1)
-		aops=$((aops + $(printf '%s\n' "$l" | sed -n 's/.*, \([0-9]*\) operations.*/\1/p' | head -n 1)))
-		l=$(grep 'kevd_consumer_random: [0-9]* events posted' "$log" | tail -n 1)
-		p=$(printf '%s\n' "$l" | sed -n 's/.*: \([0-9]*\) events posted.*/\1/p')
-		s=$(printf '%s\n' "$l" | sed -n 's/.*posted, \([0-9]*\) seen.*/\1/p')
-		d=$(printf '%s\n' "$l" | sed -n 's/.*seen, \([0-9]*\) duplicated.*/\1/p')
+		# every case of the run (kinds and parts): their sums
+		aops=$((aops + $(sed -n 's/.*kevd_consumer_random: seed.*, \([0-9]*\) operations.*/\1/p' "$log" |
+			awk '{ n += $1 } END { print n + 0 }')))
+		read -r p s d <<-EOF
+		$(sed -n 's/.*kevd_consumer_random: \([0-9]*\) events posted, \([0-9]*\) seen, \([0-9]*\) duplicated.*/\1 \2 \3/p' "$log" |
+			awk '{ p += $1; s += $2; d += $3 } END { print p + 0, s + 0, d + 0 }')
+		EOF
 		aev=$((aev + ${s:-0}))
 		[ "${p:-0}" -gt "${s:-0}" ] && alost=$((alost + p - s))
 		adup=$((adup + ${d:-0}))
