@@ -54,6 +54,34 @@ struct fake_cq {
 	struct hrtimer mod_timer;	/* the period */
 };
 
+/*
+ * A QP for the tests of what kevd posts itself (the markers of a drain):
+ * query_qp, post_send and post_recv, nothing else. What is posted waits
+ * until the test flushes it (fake_qp_flush()), as a provider flushes a QP
+ * in error in its own time.
+ */
+#define FAKE_QP_MAX_WR	16
+
+struct fake_wq {
+	u64 wr_id[FAKE_QP_MAX_WR];
+	u32 n;
+};
+
+struct fake_qp {
+	struct ib_qp ibqp;
+	spinlock_t lock;	/* the queues, post_error, posts */
+	u32 max_wr;
+	struct fake_wq sq;
+	struct fake_wq rq;
+	int post_error;		/* posts fail with it (0: they work) */
+	u32 posts;		/* post calls, failed ones too */
+};
+
+static struct fake_qp *to_fqp(struct ib_qp *qp)
+{
+	return container_of(qp, struct fake_qp, ibqp);
+}
+
 static struct fake_cq *to_fcq(struct ib_cq *cq)
 {
 	return container_of(cq, struct fake_cq, ibcq);
@@ -353,6 +381,75 @@ static int fake_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags how)
 	return ret;
 }
 
+static int fake_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
+			 int mask, struct ib_qp_init_attr *init)
+{
+	struct fake_qp *fqp = to_fqp(ibqp);
+
+	memset(attr, 0, sizeof(*attr));
+	memset(init, 0, sizeof(*init));
+	attr->qp_state = IB_QPS_ERR;
+	attr->cap.max_send_wr = fqp->max_wr;
+	attr->cap.max_recv_wr = fqp->max_wr;
+	init->cap = attr->cap;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->qp_type = ibqp->qp_type;
+	return 0;
+}
+
+/* One WR onto @wq; a full queue refuses it (-ENOMEM, as rxe and siw). */
+static int fake_post(struct fake_qp *fqp, struct fake_wq *wq, u64 wr_id)
+{
+	lockdep_assert_held(&fqp->lock);
+	if (fqp->post_error)
+		return fqp->post_error;
+	if (wq->n == fqp->max_wr)
+		return -ENOMEM;
+	wq->wr_id[wq->n++] = wr_id;
+	return 0;
+}
+
+static int fake_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+			  const struct ib_send_wr **bad)
+{
+	struct fake_qp *fqp = to_fqp(ibqp);
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&fqp->lock, flags);
+	fqp->posts++;
+	for (; wr; wr = wr->next) {
+		ret = fake_post(fqp, &fqp->sq, wr->wr_id);
+		if (ret) {
+			*bad = wr;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&fqp->lock, flags);
+	return ret;
+}
+
+static int fake_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+			  const struct ib_recv_wr **bad)
+{
+	struct fake_qp *fqp = to_fqp(ibqp);
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&fqp->lock, flags);
+	fqp->posts++;
+	for (; wr; wr = wr->next) {
+		ret = fake_post(fqp, &fqp->rq, wr->wr_id);
+		if (ret) {
+			*bad = wr;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&fqp->lock, flags);
+	return ret;
+}
+
 static const struct ib_device_ops fake_hca_ops = {
 	.owner = THIS_MODULE,
 	.uverbs_abi_ver = 1,
@@ -362,6 +459,9 @@ static const struct ib_device_ops fake_hca_ops = {
 	.req_notify_cq = fake_req_notify_cq,
 	.resize_cq = fake_resize_cq,
 	.modify_cq = fake_modify_cq,
+	.query_qp = fake_query_qp,
+	.post_send = fake_post_send,
+	.post_recv = fake_post_recv,
 	INIT_RDMA_OBJ_SIZE(ib_cq, fake_cq, ibcq),
 };
 
@@ -980,3 +1080,133 @@ EXPORT_SYMBOL_GPL(fake_hca_set_no_modify);
 
 MODULE_DESCRIPTION("kevd fake HCA for tests and benchmarks");
 MODULE_LICENSE("Dual BSD/GPL");
+
+/**
+ * fake_qp_create() - a QP, in error, whose queues complete into @cq.
+ * @hca: the device of @cq.
+ * @cq: the CQ of both queues.
+ * @max_wr: the room of each queue (at most FAKE_QP_MAX_WR).
+ *
+ * Only ib_query_qp(), ib_post_send() and ib_post_recv() work on it; its
+ * context (qp_context) is itself. What is posted completes only when the
+ * test calls fake_qp_flush().
+ *
+ * Context: process context.
+ * Return: the QP, or ERR_PTR(-EINVAL or -ENOMEM).
+ */
+struct ib_qp *fake_qp_create(struct fake_hca *hca, struct ib_cq *cq,
+			     u32 max_wr)
+{
+	struct fake_qp *fqp;
+
+	if (!max_wr || max_wr > FAKE_QP_MAX_WR)
+		return ERR_PTR(-EINVAL);
+	fqp = kzalloc(sizeof(*fqp), GFP_KERNEL);
+	if (!fqp)
+		return ERR_PTR(-ENOMEM);
+	spin_lock_init(&fqp->lock);
+	fqp->max_wr = max_wr;
+	fqp->ibqp.device = &hca->ibdev;
+	fqp->ibqp.real_qp = &fqp->ibqp;
+	fqp->ibqp.send_cq = cq;
+	fqp->ibqp.recv_cq = cq;
+	fqp->ibqp.qp_type = IB_QPT_RC;
+	fqp->ibqp.qp_num = 1;
+	fqp->ibqp.qp_context = &fqp->ibqp;
+	return &fqp->ibqp;
+}
+EXPORT_SYMBOL_GPL(fake_qp_create);
+
+/**
+ * fake_qp_destroy() - free a fake QP.
+ * @qp: the QP; nothing may post to it any more.
+ */
+void fake_qp_destroy(struct ib_qp *qp)
+{
+	kfree(to_fqp(qp));
+}
+EXPORT_SYMBOL_GPL(fake_qp_destroy);
+
+/**
+ * fake_qp_fail_posts() - make post_send and post_recv fail.
+ * @qp: the QP.
+ * @err: the negative errno they return; 0: they work again.
+ */
+void fake_qp_fail_posts(struct ib_qp *qp, int err)
+{
+	struct fake_qp *fqp = to_fqp(qp);
+	unsigned long flags;
+
+	spin_lock_irqsave(&fqp->lock, flags);
+	fqp->post_error = err;
+	spin_unlock_irqrestore(&fqp->lock, flags);
+}
+EXPORT_SYMBOL_GPL(fake_qp_fail_posts);
+
+/**
+ * fake_qp_posts() - the post calls made on a QP.
+ * @qp: the QP.
+ *
+ * Return: post_send and post_recv calls, failed ones too.
+ */
+u32 fake_qp_posts(struct ib_qp *qp)
+{
+	struct fake_qp *fqp = to_fqp(qp);
+	unsigned long flags;
+	u32 n;
+
+	spin_lock_irqsave(&fqp->lock, flags);
+	n = fqp->posts;
+	spin_unlock_irqrestore(&fqp->lock, flags);
+	return n;
+}
+EXPORT_SYMBOL_GPL(fake_qp_posts);
+
+/* Flush @wq into @cq: a flush error for each WR posted, in order. */
+static u32 fake_qp_flush_wq(struct ib_qp *qp, struct fake_wq *wq,
+			    enum ib_wc_opcode opcode, struct ib_wc *wcs)
+{
+	u32 i, n = wq->n;
+
+	for (i = 0; i < n; i++)
+		wcs[i] = (struct ib_wc){
+			.wr_id = wq->wr_id[i],
+			.status = IB_WC_WR_FLUSH_ERR,
+			.opcode = opcode,
+			.qp = qp,
+		};
+	wq->n = 0;
+	return n;
+}
+
+/**
+ * fake_qp_flush() - complete what is posted on a QP, flushed.
+ * @qp: the QP.
+ *
+ * Its send queue's WRs, then its receive queue's, each in the order they
+ * were posted, into the CQ, which notifies as its mode says.
+ *
+ * Context: process context; not from the CQ's handlers.
+ * Return: the completions added, or a negative errno (no memory, a CQ
+ * full).
+ */
+int fake_qp_flush(struct ib_qp *qp)
+{
+	struct fake_qp *fqp = to_fqp(qp);
+	unsigned long flags;
+	struct ib_wc *wcs;
+	u32 n;
+	int ret;
+
+	wcs = kmalloc_array(2 * FAKE_QP_MAX_WR, sizeof(*wcs), GFP_KERNEL);
+	if (!wcs)
+		return -ENOMEM;
+	spin_lock_irqsave(&fqp->lock, flags);
+	n = fake_qp_flush_wq(qp, &fqp->sq, IB_WC_SEND, wcs);
+	n += fake_qp_flush_wq(qp, &fqp->rq, IB_WC_RECV, wcs + n);
+	spin_unlock_irqrestore(&fqp->lock, flags);
+	ret = n ? fake_cq_add_burst(qp->send_cq, wcs, n) : 0;
+	kfree(wcs);
+	return ret ? ret : n;
+}
+EXPORT_SYMBOL_GPL(fake_qp_flush);

@@ -3,7 +3,8 @@
  * A fake HCA for kevd's tests and benchmark: an ib_device made with
  * ib_alloc_device() (never registered) whose CQs are software queues that
  * any context may feed: process, hrtimer (hard IRQ), a kthread on another
- * CPU.
+ * CPU. Its QPs (fake_qp_create()) take posts and flush them when the test
+ * says, for what kevd posts itself (the markers of a drain).
  */
 #ifndef _KEVD_FAKE_HCA_H
 #define _KEVD_FAKE_HCA_H
@@ -96,5 +97,12 @@ int fake_cq_comp_vector(struct ib_cq *cq);
 void fake_cq_stats(struct ib_cq *cq, struct fake_cq_stats *st);
 void fake_cq_moderation(struct ib_cq *cq, u16 *count, u16 *period);
 void fake_hca_set_no_modify(struct fake_hca *hca);
+
+struct ib_qp *fake_qp_create(struct fake_hca *hca, struct ib_cq *cq,
+			     u32 max_wr);
+void fake_qp_destroy(struct ib_qp *qp);
+void fake_qp_fail_posts(struct ib_qp *qp, int err);
+u32 fake_qp_posts(struct ib_qp *qp);
+int fake_qp_flush(struct ib_qp *qp);
 
 #endif /* _KEVD_FAKE_HCA_H */
