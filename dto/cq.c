@@ -18,15 +18,18 @@
  *   - Connection events (except ESTABLISHED) posted to an EVD with a CQ
  *     wait on the ring's fenced list until the owner has drained the CQ
  *     empty (kevd_cq_unfence()): the completions an endpoint had in the CQ
- *     when its DISCONNECTED was posted come before it.
+ *     when its DISCONNECTED was posted come before it. While a hold is on
+ *     (evd->nholds, dto/drain.c: the markers behind a disconnected QP's
+ *     flushes, KEVD_HOLD_WAIT at most) none is queued.
  *   - A gated QP (kevd_cq_gate(), cm/cm.c while an endpoint awaits its
  *     ESTABLISHED): the owner parks the first completion of it that it
  *     polls and polls the CQ no further until the gate lifts; gated QPs
  *     are on evd->gated_qps, under evd->lock, looked up only while one is
  *     gated (one list_empty() per poll otherwise).
  *   - Teardown (kevd_free()): the EVD is marked dead under evd->lock, the
- *     poller lets go, the moderation's work is cancelled (dto/dim.c),
- *     then ib_destroy_cq(); only then is the memory freed.
+ *     poller lets go, the moderation's work is cancelled (dto/dim.c), so
+ *     is the holds' (dto/drain.c), then ib_destroy_cq(); only then is the
+ *     memory freed.
  */
 #include "kevd_internal.h"
 
@@ -226,12 +229,15 @@ bool kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d)
 	bool hold;
 
 	lockdep_assert_held(&evd->lock);
-	if (!d->orphan && (!d->hold || d->posting)) {
+	if (!d->orphan && !d->expired && (!d->hold || d->posting)) {
 		d->seen = true;
 		WRITE_ONCE(d->seen_at, evd->cq_polls);
 		return false;
 	}
-	/* its flusher gave up, or a hold: the markers were all it stayed for */
+	/*
+	 * Its flusher gave up, or a hold (one that expired too): the markers
+	 * were all it stayed for.
+	 */
 	list_del(&d->node);
 	WRITE_ONCE(evd->ndrains, evd->ndrains - 1);
 	hold = d->hold;
@@ -522,6 +528,8 @@ void kevd_cq_destroy(struct kevd *evd)
 	if (!evd->cq)
 		return;
 	kevd_dim_stop(evd);	/* no ib_modify_cq() after this */
+	/* no hold ends by time after this: they all go with the CQ */
+	cancel_delayed_work_sync(&evd->hold_work);
 	ib_destroy_cq(evd->cq);
 	evd->cq = NULL;
 	/*

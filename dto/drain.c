@@ -14,17 +14,22 @@
  *
  * Locking: a drain is on evd->drains under evd->lock; kevd_cq_poll()
  * (dto/cq.c) takes the markers out under it and counts its polls in
- * evd->cq_polls (release; read here with acquire). The owner converts a
- * poll's completions before it polls again: a later poll says they are
- * converted.
+ * evd->cq_polls (release; read here with acquire, or READ_ONCE() where
+ * only a change matters). The owner converts a poll's completions
+ * before it polls again: a later poll says they are converted. A hold's
+ * time (evd->hold_work) runs out under evd->lock too; the work is
+ * cancelled with the CQ, before the drains go.
  */
 #include <linux/slab.h>
 #include "kevd_internal.h"
 
 /*
  * Post those of @d's markers that are still to post. A queue that is
- * full refuses one until its flushes free a slot (rxe flushes in its own
- * work): the caller tries again.
+ * full refuses one (-ENOMEM: rxe, siw, mlx5) until its flushes free a
+ * slot (rxe flushes in its own work): the caller tries again. Another
+ * error (a provider that takes no post on a QP in error, a device in
+ * error) will not go: that queue takes no marker, and its flushes are
+ * ordered only as far as the CQ seen empty orders them.
  */
 static void kevd_cq_post_markers(struct kevd *evd, struct kevd_qp_drain *d)
 {
@@ -37,22 +42,37 @@ static void kevd_cq_post_markers(struct kevd *evd, struct kevd_qp_drain *d)
 		},
 	};
 	struct ib_recv_wr rwr = { .wr_id = base + 1 };
+	u8 todo, done = 0, refused = 0;
 	unsigned long flags;
-	u8 todo, done = 0;
+	int ret;
 
 	spin_lock_irqsave(&evd->lock, flags);
 	todo = d->need & ~d->posted;
 	/* counted first: a marker may be polled before its post returns */
 	d->posted |= todo;
 	spin_unlock_irqrestore(&evd->lock, flags);
-	if ((todo & KEVD_DRAIN_SEND) && !ib_post_send(d->qp, &swr.wr, NULL))
-		done |= KEVD_DRAIN_SEND;
-	if ((todo & KEVD_DRAIN_RECV) && !ib_post_recv(d->qp, &rwr, NULL))
-		done |= KEVD_DRAIN_RECV;
+	if (todo & KEVD_DRAIN_SEND) {
+		ret = ib_post_send(d->qp, &swr.wr, NULL);
+		if (!ret)
+			done |= KEVD_DRAIN_SEND;
+		else if (ret != -ENOMEM)
+			refused |= KEVD_DRAIN_SEND;
+	}
+	if (todo & KEVD_DRAIN_RECV) {
+		ret = ib_post_recv(d->qp, &rwr, NULL);
+		if (!ret)
+			done |= KEVD_DRAIN_RECV;
+		else if (ret != -ENOMEM)
+			refused |= KEVD_DRAIN_RECV;
+	}
 	if (todo == done)
 		return;
 	spin_lock_irqsave(&evd->lock, flags);
 	d->posted &= ~(todo & ~done);
+	d->need &= ~refused;
+	/* the markers already in may be all there is to wait for now */
+	if (refused && d->need && d->polled == d->need && !d->seen)
+		kevd_cq_drain_seen(evd, d);	/* its poster's: it stays */
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
 
@@ -147,9 +167,10 @@ static bool kevd_cq_drain_owned(struct kevd *evd, struct kevd_qp_drain *d,
 
 /*
  * @qp goes next: its holds (kevd_cq_drain_hold()) whose markers are not
- * in hold the connection events no more. They become orphans: a provider
- * that purges a destroyed QP's completions never returns the markers,
- * and @qp's completions still in the CQ are converted without it.
+ * in hold the connection events no more. They become orphans (so do
+ * those whose time ran out): a provider that purges a destroyed QP's
+ * completions never returns the markers, and @qp's completions still in
+ * the CQ are converted without it.
  * While @qp exists its address names it alone: a hold of a QP made at
  * the same address later is never taken for one of @qp's.
  */
@@ -161,12 +182,15 @@ static void kevd_cq_holds_end(struct kevd *evd, struct ib_qp *qp)
 
 	spin_lock_irqsave(&evd->lock, flags);
 	list_for_each_entry(d, &evd->drains, node) {
-		if (!d->hold || d->qp != qp || d->posting)
+		if (!(d->hold || d->expired) || d->qp != qp || d->posting)
 			continue;
-		d->hold = false;
+		if (d->hold) {
+			d->hold = false;
+			WRITE_ONCE(evd->nholds, evd->nholds - 1);
+			unheld = !evd->nholds;
+		}
+		d->expired = false;
 		d->orphan = true;
-		WRITE_ONCE(evd->nholds, evd->nholds - 1);
-		unheld = !evd->nholds;
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (unheld)
@@ -241,6 +265,7 @@ void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error)
 	if (!d) {
 		pr_warn("kevd: EVD %u: no memory to drain QP %u before it goes\n",
 			evd->id, qp->qp_num);
+		kevd_cq_holds_end(evd, qp);	/* it goes all the same */
 		return;
 	}
 	d->qp = qp;
@@ -325,9 +350,11 @@ static bool kevd_cq_hold_posted(struct kevd *evd, struct kevd_qp_drain *d)
  * After KEVD_HOLD_POST_WAIT a marker not posted is not waited for (that
  * queue's flushes have only the CQ seen empty before the event). The
  * hold ends when its markers are polled, when @qp goes
- * (kevd_cq_flush_qp() makes it an orphan) or with the CQ; the markers
- * never reach the consumer. While it holds, a solicited-only CQ is armed
- * for every completion (kevd_cq_arm_check()): flushes are not solicited.
+ * (kevd_cq_flush_qp() makes it an orphan), after KEVD_HOLD_WAIT
+ * (kevd_cq_holds_expire(): a provider that never flushes, a CQ in error)
+ * or with the CQ; the markers never reach the consumer. While it holds,
+ * a solicited-only CQ is armed for every completion (kevd_cq_arm_check()):
+ * flushes are not solicited.
  *
  * Context: process context; sleeps.
  */
@@ -351,11 +378,14 @@ void kevd_cq_drain_hold(struct kevd *evd, struct ib_qp *qp)
 	d->hold = true;
 	d->posting = true;
 	spin_lock_irqsave(&evd->lock, flags);
-	d->since = evd->cq_polls;
+	d->since = READ_ONCE(evd->cq_polls);
+	d->hold_end = jiffies + KEVD_HOLD_WAIT;
 	list_add_tail(&d->node, &evd->drains);
 	WRITE_ONCE(evd->ndrains, evd->ndrains + 1);
 	WRITE_ONCE(evd->nholds, evd->nholds + 1);
 	spin_unlock_irqrestore(&evd->lock, flags);
+	/* pending already: it comes back for this one (kevd_cq_holds_expire()) */
+	queue_delayed_work(system_wq, &evd->hold_work, KEVD_HOLD_WAIT);
 	for (;;) {
 		kevd_cq_post_markers(evd, d);
 		spin_lock_irqsave(&evd->lock, flags);
@@ -372,6 +402,56 @@ void kevd_cq_drain_hold(struct kevd *evd, struct ib_qp *qp)
 		kevd_schedule(evd);
 }
 EXPORT_SYMBOL_GPL(kevd_cq_drain_hold);	/* not public: cm/cm.c */
+
+/**
+ * kevd_cq_holds_expire() - end the holds whose markers are late.
+ * @work: the EVD's hold_work.
+ *
+ * A hold whose markers are not all polled KEVD_HOLD_WAIT after it began
+ * (a provider that never flushes what was posted after the error, a CQ
+ * in error) ends: the connection events it held go, late rather than
+ * never, and it stays, expired, only to take its markers out should they
+ * come. A hold still being posted is looked at again later. The work
+ * comes back while holds remain.
+ *
+ * Context: process context (system_wq); takes evd->lock.
+ */
+void kevd_cq_holds_expire(struct work_struct *work)
+{
+	struct kevd *evd = container_of(to_delayed_work(work), struct kevd,
+					hold_work);
+	unsigned long now = jiffies, next = now + KEVD_HOLD_WAIT;
+	bool unheld = false, more = false;
+	struct kevd_qp_drain *d;
+	unsigned long flags;
+	u32 ended = 0;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	list_for_each_entry(d, &evd->drains, node) {
+		if (!d->hold)
+			continue;
+		if (d->posting || time_before(now, d->hold_end)) {
+			if (time_before(d->hold_end, next))
+				next = d->hold_end;
+			more = true;
+			continue;
+		}
+		d->hold = false;
+		d->expired = true;
+		WRITE_ONCE(evd->nholds, evd->nholds - 1);
+		unheld = !evd->nholds;
+		ended++;
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
+	if (ended)
+		pr_warn("kevd: EVD %u: the flushes of %u disconnected QP(s) did not come in %u s: their connection events go without them\n",
+			evd->id, ended, KEVD_HOLD_WAIT / HZ);
+	if (unheld)
+		kevd_schedule(evd);
+	if (more)
+		queue_delayed_work(system_wq, &evd->hold_work,
+				   max_t(long, 1, (long)(next - now)));
+}
 
 /**
  * kevd_cq_qp_gone() - the QP kevd_cq_flush_qp() gave up on is destroyed.
@@ -397,7 +477,7 @@ void kevd_cq_qp_gone(struct kevd *evd, struct ib_qp *qp)
 	list_for_each_entry(d, &evd->drains, node) {
 		if (d->orphan && d->qp == qp && !d->destroyed) {
 			d->destroyed = true;
-			d->since = evd->cq_polls;
+			d->since = READ_ONCE(evd->cq_polls);
 		}
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);

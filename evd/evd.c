@@ -319,6 +319,7 @@ struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
 	INIT_LIST_HEAD(&evd->kept);
 	INIT_LIST_HEAD(&evd->gated_qps);
 	INIT_LIST_HEAD(&evd->drains);
+	INIT_DELAYED_WORK(&evd->hold_work, kevd_cq_holds_expire);
 	atomic_set(&evd->upcalls_running, 0);
 	evd->flags = attr->flags;
 	evd->policy = attr->upcall_policy;

@@ -55,6 +55,7 @@
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 #include <rdma/ib_verbs.h>
 #include <kevd/kevd.h>
 
@@ -80,6 +81,12 @@
  * its marker: in a CM handler, which holds up the id's events.
  */
 #define KEVD_HOLD_POST_WAIT	(HZ / 5)
+/*
+ * A hold whose markers are not in after this long ends (kevd's work, not
+ * the handler's): the connection events it held go late rather than
+ * never, should the provider never flush them (or the CQ fail).
+ */
+#define KEVD_HOLD_WAIT		(5 * HZ)
 
 /* Bits of kevd->poll_state. */
 enum {
@@ -316,12 +323,15 @@ struct kevd_direct {
  *	@lock, checked for emptiness without it on every poll.
  * @cq_polls: polls of the CQ begun while a drain waited (written by the
  *	owner; kevd_cq_flush_qp() reads it).
- * @drains: QPs whose markers kevd_cq_flush_qp() or kevd_cq_drain_hold()
- *	waits for (struct kevd_qp_drain, dto/cq.c), under @lock.
+ * @drains: QPs whose markers kevd_cq_flush_qp() waits for, or
+ *	kevd_cq_drain_hold()'s connection events do (struct kevd_qp_drain,
+ *	below), under @lock.
  * @ndrains: their number: a poll looks for markers while it is not 0.
  * @nholds: drains whose markers hold the connection events fenced
  *	(kevd_cq_drain_hold()): while it is not 0 none is queued. Written
  *	under @lock, read anywhere.
+ * @hold_work: ends the holds whose markers are not in after
+ *	KEVD_HOLD_WAIT (kevd_cq_holds_expire()); cancelled with the CQ.
  * @has_parked: @parked holds a gated QP's completion (owner only).
  * @parked: the first completion of a gated QP that the owner polled.
  * @cq_follows_qlen: the CQ's depth came from the queue length (kevd_cq_fit()).
@@ -395,6 +405,7 @@ struct kevd {
 	struct list_head drains;
 	u32 ndrains;
 	u32 nholds;
+	struct delayed_work hold_work;
 	bool has_parked;
 	struct ib_wc parked;
 	bool cq_follows_qlen;
@@ -851,6 +862,9 @@ u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
  *	or an orphan once its QP goes (kevd_cq_flush_qp()).
  * @posting: its markers are still being posted: a hold seen meanwhile
  *	is freed by its poster.
+ * @hold_end: when a hold ends if its markers are not in (jiffies).
+ * @expired: a hold that ended so: it holds nothing, and goes when its
+ *	markers are in, or as an orphan once its QP goes.
  *
  * The markers' wr_ids are the record's address (send) and the next
  * (receive). All fields but @node and @qp are under evd->lock.
@@ -869,6 +883,8 @@ struct kevd_qp_drain {
 	u32 grown;
 	bool hold;
 	bool posting;
+	unsigned long hold_end;
+	bool expired;
 };
 
 bool kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d);
@@ -877,6 +893,7 @@ bool kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d);
 void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error);
 void kevd_cq_qp_gone(struct kevd *evd, struct ib_qp *qp);
 void kevd_cq_drain_hold(struct kevd *evd, struct ib_qp *qp);
+void kevd_cq_holds_expire(struct work_struct *work);
 
 /* dto/wc.c: kevd_wc_to_event(), kevd_wc_status(), kevd_wc_opcode() are public */
 

@@ -1297,6 +1297,163 @@ static void kevd_dto_hold_arms_any(struct kunit *test)
 }
 
 /*
+ * An EVD (completions and connection events, upcalls disabled) on a
+ * strict fake HCA, and a fake QP in error that completes into its CQ,
+ * with @nrecv receives the consumer posted (cookies 1 ... @nrecv) that
+ * the provider has not flushed yet.
+ */
+static struct kevd *hold_env(struct kunit *test, struct fake_hca **hca,
+			     struct ib_qp **qp, u32 nrecv)
+{
+	struct ib_recv_wr wr = { };
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	*hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(*hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	*qp = fake_qp_create(*hca, kevd_cq(evd), 8);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *qp);
+	for (wr.wr_id = 1; wr.wr_id <= nrecv; wr.wr_id++)
+		KUNIT_ASSERT_EQ(test, ib_post_recv(*qp, &wr, NULL), 0);
+	return evd;
+}
+
+/* The holds on now (kevd_cq_drain_hold()). */
+static u32 hold_count(struct kevd *evd)
+{
+	return READ_ONCE(evd->nholds);
+}
+
+/* The flushes of receives @from ... @to of @qp come next, in order. */
+static void hold_expect_flushes(struct kunit *test, struct kevd *evd,
+				struct ib_qp *qp, u64 from, u64 to)
+{
+	struct kevd_event ev;
+
+	for (; from <= to; from++) {
+		KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.event_number,
+				(u32)KEVD_DTO_COMPLETION_EVENT);
+		KUNIT_EXPECT_EQ(test, ev.dto.cookie, from);
+		KUNIT_EXPECT_EQ(test, ev.dto.status, (u32)KEVD_DTO_ERR_FLUSHED);
+		KUNIT_EXPECT_PTR_EQ(test, ev.dto.ep_context, (void *)qp);
+	}
+}
+
+static void hold_end(struct kunit *test, struct kevd *evd,
+		     struct fake_hca *hca, struct ib_qp *qp)
+{
+	struct kevd_event ev;
+
+	/* the markers never reach the consumer */
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, hold_count(evd), 0U);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_qp_destroy(qp);
+	fake_hca_destroy(hca);
+}
+
+/*
+ * A hold (kevd_cq_drain_hold(), the CM's on DISCONNECTED) puts a marker
+ * on each queue of the QP: the DISCONNECTED posted after it waits while
+ * the provider has not flushed, and comes after the flushes, which keep
+ * their endpoint; the markers never reach the consumer.
+ */
+static void kevd_dto_hold_orders_flushes(struct kunit *test)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+	};
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	struct ib_qp *qp;
+	struct kevd *evd;
+
+	evd = hold_env(test, &hca, &qp, 3);
+	kevd_cq_drain_hold(evd, qp);
+	KUNIT_EXPECT_EQ(test, hold_count(evd), 1U);
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	/* the send marker, the three receives, the receive marker */
+	KUNIT_ASSERT_EQ(test, fake_qp_flush(qp), 5);
+	hold_expect_flushes(test, evd, qp, 1, 3);
+	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	hold_end(test, evd, hca, qp);
+}
+
+/*
+ * A provider that never flushes what was posted after the error (or a
+ * CQ gone bad) never returns the markers: the hold ends after
+ * KEVD_HOLD_WAIT all the same, and the DISCONNECTED comes, late rather
+ * than never. Markers that come after that still never reach the
+ * consumer, and the flushes still name their endpoint.
+ */
+static void kevd_dto_hold_expires(struct kunit *test)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+	};
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	struct ib_qp *qp;
+	struct kevd *evd;
+
+	evd = hold_env(test, &hca, &qp, 2);
+	kevd_cq_drain_hold(evd, qp);
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	/* the test's bound (60 s) is well past the hold's */
+	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	KUNIT_ASSERT_EQ(test, fake_qp_flush(qp), 4);
+	hold_expect_flushes(test, evd, qp, 1, 2);
+	hold_end(test, evd, hca, qp);
+}
+
+/*
+ * A queue that refuses the marker for another reason than being full
+ * (-EINVAL, -EIO: a provider that takes no post on a QP in error, or a
+ * device in error) will not take it later: one try per queue, no
+ * retrying for KEVD_HOLD_POST_WAIT in the CM's handler, and no hold.
+ */
+static void kevd_dto_hold_post_refused(struct kunit *test)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+	};
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	struct ib_qp *qp;
+	struct kevd *evd;
+	u32 posts;
+
+	evd = hold_env(test, &hca, &qp, 2);
+	fake_qp_fail_posts(qp, -EINVAL);
+	posts = fake_qp_posts(qp);
+	kevd_cq_drain_hold(evd, qp);
+	KUNIT_EXPECT_EQ(test, fake_qp_posts(qp) - posts, 2U);
+	KUNIT_EXPECT_EQ(test, hold_count(evd), 0U);
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	fake_qp_fail_posts(qp, 0);
+	KUNIT_ASSERT_EQ(test, fake_qp_flush(qp), 2);
+	hold_expect_flushes(test, evd, qp, 1, 2);
+	hold_end(test, evd, hca, qp);
+}
+
+/*
  * The CM binding's gate (an endpoint before its ESTABLISHED): the first
  * completion of the gated QP A is parked and the CQ behind it waits (so
  * does B's DISCONNECTED, held behind the CQ); B's completions ahead of
@@ -2245,6 +2402,9 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_post_ib_event),
 	KUNIT_CASE(kevd_dto_gate_holds_qp),
 	KUNIT_CASE(kevd_dto_hold_arms_any),
+	KUNIT_CASE(kevd_dto_hold_orders_flushes),
+	KUNIT_CASE(kevd_dto_hold_expires),
+	KUNIT_CASE(kevd_dto_hold_post_refused),
 	KUNIT_CASE(kevd_dto_fence_without_defer),
 	KUNIT_CASE(kevd_dto_fence_late_completions),
 	KUNIT_CASE(kevd_dto_flush_from_upcall),

@@ -664,6 +664,45 @@ static void kevd_fault_suite_exit(struct kunit_suite *suite)
 		kevd_test_sh(fault_restore[i]);
 }
 
+/*
+ * kevd_cq_flush_qp() (the QP goes next) with no memory for its drain: it
+ * does not drain, and the QP's hold (kevd_cq_drain_hold(), its markers
+ * out and never flushed) ends all the same, before the QP goes. A hold
+ * left on would hold the EVD's connection events until the hold's time
+ * runs out, and take a QP made later at the same address for this one.
+ */
+static void kevd_fault_flush_qp_ends_hold(struct kunit *test)
+{
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct ib_qp *qp;
+	struct kevd *evd;
+	u32 holds;
+	bool hit;
+
+	if (!fault_walk_possible(test))
+		return;
+	hca = fault_dto_setup(test, &attr, 64,
+			      KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG);
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	qp = fake_qp_create(hca, kevd_cq(evd), 4);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qp);
+	kevd_cq_drain_hold(evd, qp);
+	holds = READ_ONCE(evd->nholds);
+	KUNIT_ASSERT_EQ(test, holds, 1U);
+	fault_nth(1);
+	kevd_cq_flush_qp(evd, qp, true);
+	hit = fault_hit();
+	holds = READ_ONCE(evd->nholds);
+	KUNIT_EXPECT_TRUE(test, hit);
+	KUNIT_EXPECT_EQ(test, holds, 0U);
+	kevd_cq_qp_gone(evd, qp);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_qp_destroy(qp);
+	fake_hca_destroy(hca);
+}
+
 static struct kunit_case kevd_fault_cases[] = {
 	KUNIT_CASE_PARAM(kevd_fault_walk_create, fault_create_gen_params),
 	KUNIT_CASE(kevd_fault_walk_create_streams),
@@ -673,6 +712,7 @@ static struct kunit_case kevd_fault_cases[] = {
 	KUNIT_CASE(kevd_fault_create_cq_fails),
 	KUNIT_CASE(kevd_fault_resize_cq_fails),
 	KUNIT_CASE(kevd_fault_poll_cq_fails),
+	KUNIT_CASE(kevd_fault_flush_qp_ends_hold),
 	{}
 };
 
