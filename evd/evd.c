@@ -1006,7 +1006,8 @@ static u32 kevd_wait_fast(struct kevd *evd, u32 threshold,
 	return kevd_take_rest_first(evd, evs, n, false);
 }
 
-static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps)
+static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps,
+			   u32 *nmore)
 {
 	unsigned long flags;
 	int ret = 0;
@@ -1037,7 +1038,8 @@ static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps)
 		WRITE_ONCE(evd->state, evd->state | KEVD_STATE_WAITED);
 	} else {
 		/* under the lock: a free waiting meanwhile may return after */
-		trace_kevd_wait_end(evd, ret, 0);
+		*nmore = kevd_take_count(evd);
+		trace_kevd_wait_end(evd, ret, *nmore);
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 	return ret;
@@ -1085,7 +1087,8 @@ static long kevd_wait_left(long left, unsigned long deadline)
  * @threshold: wait until this many events are queued, 1 .. queue length.
  * @evs: room for @n events; filled oldest first.
  * @n: at most this many, at least 1 (it may be below @threshold).
- * @nmore: events still queued after them.
+ * @nmore: events still queued after them; set on every return but the
+ *	-EINVAL of a NULL pointer or a zero @threshold or @n.
  *
  * kevd_wait() that returns what has gathered, not one event: with
  * @threshold 1 and @n large, one wake-up takes a whole burst (an
@@ -1136,7 +1139,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 			return got;
 		}
 	}
-	ret = kevd_wait_begin(evd, threshold, timeout_us != 0);
+	ret = kevd_wait_begin(evd, threshold, timeout_us != 0, nmore);
 	if (ret)
 		return ret;
 	/* Pairs with kevd_pull_unarmed_ok(): waiter set, then its mark read. */
@@ -1197,7 +1200,8 @@ EXPORT_SYMBOL_GPL(kevd_wait_batch);
  * @timeout_us: microseconds, or %KEVD_TIMEOUT_INFINITE; 0 polls.
  * @threshold: wait until this many events are queued, 1 .. queue length.
  * @ev: the event taken.
- * @nmore: events still queued after it.
+ * @nmore: events still queued after it; set on every return but the
+ *	-EINVAL of a NULL pointer or a zero @threshold.
  *
  * The remaining timeout shrinks across wake-ups. Every exit path leaves
  * the EVD un-waited.

@@ -2359,6 +2359,40 @@ static struct kevd_stats cons_stats(struct kevd *evd)
 }
 
 /*
+ * A wait that fails still says how many events are queued (DAT's nmore):
+ * a threshold past the queue length (-EINVAL), an EVD made unwaitable
+ * (-ECANCELED). A consumer that reads nmore after any return must not
+ * read what it left there.
+ */
+static void kevd_consumer_wait_error_nmore(struct kunit *test)
+{
+	struct kevd_event ev;
+	struct kevd *evd;
+	u32 nmore;
+	int i;
+
+	evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			  NULL, NULL);
+	for (i = 0; i < 3; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)1UL), 0);
+
+	nmore = 1000;
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 17, &ev, &nmore), -EINVAL);
+	KUNIT_EXPECT_EQ(test, nmore, 3U);
+
+	KUNIT_ASSERT_EQ(test, kevd_set_unwaitable(evd, true), 0);
+	nmore = 1000;
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 0, 4, &ev, &nmore), -ECANCELED);
+	KUNIT_EXPECT_EQ(test, nmore, 3U);
+	nmore = 1000;
+	KUNIT_EXPECT_EQ(test, kevd_wait_batch(evd, 0, 1, &ev, 1, &nmore),
+			-ECANCELED);
+	KUNIT_EXPECT_EQ(test, nmore, 3U);
+	KUNIT_ASSERT_EQ(test, kevd_set_unwaitable(evd, false), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
+/*
  * A notification that finds the CQ empty counts as empty also when the
  * waiter it woke pulls (no pass runs): a spurious one, on the armed CQ of
  * a thread asleep in kevd_wait(). Before, only a poller's pass counted
@@ -5750,6 +5784,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_batch_tops_up),
 	KUNIT_CASE(kevd_consumer_wait_wake_no_arm),
 	KUNIT_CASE(kevd_consumer_wait_empty_notification),
+	KUNIT_CASE(kevd_consumer_wait_error_nmore),
 	KUNIT_CASE(kevd_consumer_wait_keeps_arm),
 	KUNIT_CASE(kevd_consumer_disable_during_arm),
 	KUNIT_CASE(kevd_consumer_doorbell_holds_nothing),
