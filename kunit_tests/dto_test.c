@@ -1347,6 +1347,26 @@ static void hold_expect_flushes(struct kunit *test, struct kevd *evd,
 	}
 }
 
+/* The endpoint's DISCONNECTED, as the CM posts it after a hold. */
+static void hold_disconnect(struct kunit *test, struct kevd *evd)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+	};
+
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+}
+
+/* The DISCONNECTED comes next (within the test's bound). */
+static void hold_expect_disconnected(struct kunit *test, struct kevd *evd)
+{
+	struct kevd_event ev;
+
+	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+}
+
 static void hold_end(struct kunit *test, struct kevd *evd,
 		     struct fake_hca *hca, struct ib_qp *qp)
 {
@@ -1368,9 +1388,6 @@ static void hold_end(struct kunit *test, struct kevd *evd,
  */
 static void kevd_dto_hold_orders_flushes(struct kunit *test)
 {
-	struct kevd_event disc = {
-		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
-	};
 	struct kevd_event ev;
 	struct fake_hca *hca;
 	struct ib_qp *qp;
@@ -1379,15 +1396,13 @@ static void kevd_dto_hold_orders_flushes(struct kunit *test)
 	evd = hold_env(test, &hca, &qp, 3);
 	kevd_cq_drain_hold(evd, qp);
 	KUNIT_EXPECT_EQ(test, hold_count(evd), 1U);
-	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	hold_disconnect(test, evd);
 	kevd_test_flush_pollers(test);
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
 	/* the send marker, the three receives, the receive marker */
 	KUNIT_ASSERT_EQ(test, fake_qp_flush(qp), 5);
 	hold_expect_flushes(test, evd, qp, 1, 3);
-	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
-	KUNIT_EXPECT_EQ(test, ev.event_number,
-			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	hold_expect_disconnected(test, evd);
 	hold_end(test, evd, hca, qp);
 }
 
@@ -1400,21 +1415,15 @@ static void kevd_dto_hold_orders_flushes(struct kunit *test)
  */
 static void kevd_dto_hold_expires(struct kunit *test)
 {
-	struct kevd_event disc = {
-		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
-	};
-	struct kevd_event ev;
 	struct fake_hca *hca;
 	struct ib_qp *qp;
 	struct kevd *evd;
 
 	evd = hold_env(test, &hca, &qp, 2);
 	kevd_cq_drain_hold(evd, qp);
-	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	hold_disconnect(test, evd);
 	/* the test's bound (60 s) is well past the hold's */
-	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
-	KUNIT_EXPECT_EQ(test, ev.event_number,
-			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	hold_expect_disconnected(test, evd);
 	KUNIT_ASSERT_EQ(test, fake_qp_flush(qp), 4);
 	hold_expect_flushes(test, evd, qp, 1, 2);
 	hold_end(test, evd, hca, qp);
@@ -1428,10 +1437,6 @@ static void kevd_dto_hold_expires(struct kunit *test)
  */
 static void kevd_dto_hold_post_refused(struct kunit *test)
 {
-	struct kevd_event disc = {
-		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
-	};
-	struct kevd_event ev;
 	struct fake_hca *hca;
 	struct ib_qp *qp;
 	struct kevd *evd;
@@ -1443,10 +1448,8 @@ static void kevd_dto_hold_post_refused(struct kunit *test)
 	kevd_cq_drain_hold(evd, qp);
 	KUNIT_EXPECT_EQ(test, fake_qp_posts(qp) - posts, 2U);
 	KUNIT_EXPECT_EQ(test, hold_count(evd), 0U);
-	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
-	KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
-	KUNIT_EXPECT_EQ(test, ev.event_number,
-			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	hold_disconnect(test, evd);
+	hold_expect_disconnected(test, evd);
 	fake_qp_fail_posts(qp, 0);
 	KUNIT_ASSERT_EQ(test, fake_qp_flush(qp), 2);
 	hold_expect_flushes(test, evd, qp, 1, 2);
