@@ -51,7 +51,8 @@
  * missed events and not checked, and the next notification brings what
  * it holds, rather than a pass that polls a CQ in error without end.
  *
- * Context: the owning poller thread.
+ * Context: the owner of @evd: a poller's pass or a consumer's pull
+ * (kevd_assert_owner()).
  * Return: true if the EVD needs another pass.
  */
 bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs)

@@ -10,11 +10,12 @@
  *     notification and schedules the EVD on its poller, or, when a
  *     consumer waits with upcalls disabled, wakes it to pull
  *     (dto/pull.c).
- *   - kevd_cq_drain() runs only in the poller that owns the EVD
- *     (KEVD_POLL_SCHED), so completions leave the CQ in CQ order and enter
- *     the ring in that order. It reserves ring slots first, then polls at
- *     most that many: a completion is never taken without a slot
- *     (backpressure: the rest wait in the CQ).
+ *   - kevd_cq_drain() runs only in the owner of the EVD (KEVD_POLL_SCHED:
+ *     a poller's pass, or a consumer's pull, dto/pull.c), so completions
+ *     leave the CQ in CQ order and enter the ring in that order. It
+ *     reserves ring slots first, then polls at most that many: a
+ *     completion is never taken without a slot (backpressure: the rest
+ *     wait in the CQ).
  *   - Connection events (except ESTABLISHED) posted to an EVD with a CQ
  *     wait on the ring's fenced list until the owner has drained the CQ
  *     empty (kevd_cq_unfence()): the completions an endpoint had in the CQ
@@ -383,7 +384,8 @@ out:
  * converts what a poll returned before it polls again, which
  * kevd_cq_flush_qp() relies on.
  *
- * Context: the owning poller.
+ * Context: the owner of @evd: a poller's pass or a consumer's pull
+ * (kevd_assert_owner()).
  * Return: what ib_poll_cq() returns (fewer than @n also when it stopped
  * at a completion it parked: evd->has_parked tells the CQ is not empty),
  * or -EAGAIN when a parked completion holds the CQ.
@@ -554,7 +556,8 @@ void kevd_cq_destroy(struct kevd *evd)
  * slots without a dequeue, so the owner clears it itself as soon as it
  * takes completions again, or the EVD would go idle with its CQ unarmed.
  *
- * Context: the owning poller.
+ * Context: the owner of @evd: a poller's pass or a consumer's pull
+ * (kevd_assert_owner()).
  */
 void kevd_cq_unstall(struct kevd *evd)
 {
@@ -653,7 +656,8 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
  * (kevd_deliver_direct()): they go behind it, converted, as a drain
  * would have put them.
  *
- * Context: the owning poller.
+ * Context: the owner of @evd: a poller's pass or a consumer's pull
+ * (kevd_assert_owner()).
  * Return: how many fit, 0 .. @n; the caller makes room for the rest.
  */
 u32 kevd_cq_requeue(struct kevd *evd, const struct ib_wc *wcs, u32 n)
@@ -725,7 +729,8 @@ u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
  * Stops early when the CQ is empty or the ring is full; in the latter
  * case the next dequeue pulls the rest or reschedules the EVD.
  *
- * Context: the owning poller (process context).
+ * Context: the owner of @evd: a poller's pass or a consumer's pull
+ * (kevd_assert_owner()).
  * Return: the number of completions moved.
  */
 u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget)
@@ -767,7 +772,8 @@ u32 kevd_cq_drain_empty(struct kevd *evd, struct ib_wc *wcs, u32 budget,
  * (a pass requeues; a pull leaves them to its consumer's next call, or to
  * a poller while a thread waits) leaves them fenced for a later pass.
  *
- * Context: the owning poller.
+ * Context: the owner of @evd: a poller's pass or a consumer's pull
+ * (kevd_assert_owner()).
  * Return: the number of completions moved.
  */
 u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget)

@@ -58,7 +58,11 @@
  * The pull uses a per-CPU buffer for the work completions, under a local
  * lock for one drain at a time (it never sleeps).
  *
- * Context: process context (a consumer thread); no kevd lock held.
+ * Context: the pull itself runs in a consumer thread (process context,
+ * or a kevd_dequeue() caller's atomic context: it never sleeps), with no
+ * kevd lock held; each function's kernel-doc says where it runs (the
+ * pending check runs anywhere, kevd_pull_leave() under evd->lock, the
+ * batch takes on poller threads too).
  */
 #include <linux/sched.h>
 #include <linux/local_lock.h>

@@ -672,8 +672,9 @@ struct kevd *kevd_get_owned(struct module *mod);
 
 /*
  * kevd_assert_owner() - on kernels with lockdep, warn unless the caller is
- * the poller making a pass over @evd (or an upcall that pass runs): the
- * rule "only the owning poller drains, arms and delivers in place", as
+ * the poller making a pass over @evd (or an upcall that pass runs), or the
+ * consumer thread that owns it for a pull (evd->busy_owner, dto/pull.c):
+ * the rule "only the owner drains, arms and delivers in place", as
  * kernel/irq_work.c asserts its context.
  */
 #define kevd_assert_owner(evd)						\
