@@ -172,7 +172,12 @@ static bool kevd_cq_drain_owned(struct kevd *evd, struct kevd_qp_drain *d,
  * completions never returns the markers, and @qp's completions still in
  * the CQ are converted without it.
  * While @qp exists its address names it alone: a hold of a QP made at
- * the same address later is never taken for one of @qp's.
+ * the same address later is never taken for one of @qp's. A hold still
+ * being posted is skipped: its poster is the CM handler, and every QP
+ * destroy is serialised against it (kevd_cm_destroy_id() takes the
+ * handler mutex; the handler's own ends run after the hold is posted), so
+ * none is met here; a new path that destroys a QP beside the handler
+ * must keep it so.
  */
 static void kevd_cq_holds_end(struct kevd *evd, struct ib_qp *qp)
 {
