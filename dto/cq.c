@@ -227,7 +227,7 @@ static u8 kevd_cq_marker(const struct kevd_qp_drain *d, const struct ib_wc *wc)
  */
 bool kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d)
 {
-	bool hold;
+	bool unheld = false;
 
 	lockdep_assert_held(&evd->lock);
 	if (!d->orphan && !d->expired && (!d->hold || d->posting)) {
@@ -241,11 +241,10 @@ bool kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d)
 	 */
 	list_del(&d->node);
 	WRITE_ONCE(evd->ndrains, evd->ndrains - 1);
-	hold = d->hold;
-	if (hold)
-		WRITE_ONCE(evd->nholds, evd->nholds - 1);
+	if (d->hold)
+		unheld = kevd_cq_unhold(evd, d);
 	kfree(d);
-	return hold && !evd->nholds;
+	return unheld;
 }
 
 /*
@@ -311,7 +310,7 @@ static int kevd_cq_take_markers(struct kevd *evd, struct ib_wc *wcs, int got)
 			continue;
 		}
 		d->polled |= m;
-		if (d->polled == (d->orphan ? d->posted : d->need))
+		if (kevd_cq_markers_in(evd, d))
 			unheld |= kevd_cq_drain_seen(evd, d);
 		m = 0;
 	}

@@ -71,7 +71,7 @@ static void kevd_cq_post_markers(struct kevd *evd, struct kevd_qp_drain *d)
 	d->posted &= ~(todo & ~done);
 	d->need &= ~refused;
 	/* the markers already in may be all there is to wait for now */
-	if (refused && d->need && d->polled == d->need && !d->seen)
+	if (refused && d->need && !d->seen && kevd_cq_markers_in(evd, d))
 		kevd_cq_drain_seen(evd, d);	/* its poster's: it stays */
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
@@ -189,11 +189,8 @@ static void kevd_cq_holds_end(struct kevd *evd, struct ib_qp *qp)
 	list_for_each_entry(d, &evd->drains, node) {
 		if (!(d->hold || d->expired) || d->qp != qp || d->posting)
 			continue;
-		if (d->hold) {
-			d->hold = false;
-			WRITE_ONCE(evd->nholds, evd->nholds - 1);
-			unheld = !evd->nholds;
-		}
+		if (d->hold)
+			unheld |= kevd_cq_unhold(evd, d);
 		d->expired = false;
 		d->orphan = true;
 	}
@@ -332,7 +329,7 @@ static bool kevd_cq_hold_posted(struct kevd *evd, struct kevd_qp_drain *d)
 	d->posting = false;
 	/* a marker the queue never took is not waited for */
 	d->need = d->posted;
-	if (!d->seen && d->polled != d->need)
+	if (!d->seen && !kevd_cq_markers_in(evd, d))
 		return false;
 	return kevd_cq_drain_seen(evd, d);
 }
@@ -441,10 +438,8 @@ void kevd_cq_holds_expire(struct work_struct *work)
 			more = true;
 			continue;
 		}
-		d->hold = false;
+		unheld |= kevd_cq_unhold(evd, d);
 		d->expired = true;
-		WRITE_ONCE(evd->nholds, evd->nholds - 1);
-		unheld = !evd->nholds;
 		ended++;
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);

@@ -890,6 +890,27 @@ struct kevd_qp_drain {
 
 bool kevd_cq_drain_seen(struct kevd *evd, struct kevd_qp_drain *d);
 
+/* Are all the markers @d waits for polled? Caller holds evd->lock. */
+static inline bool kevd_cq_markers_in(struct kevd *evd,
+				      const struct kevd_qp_drain *d)
+{
+	lockdep_assert_held(&evd->lock);
+	return d->polled == (d->orphan ? d->posted : d->need);
+}
+
+/*
+ * @d, a hold, holds no more (its markers are in, its QP goes, its time
+ * ran out). Caller holds evd->lock. Return: true if it was the last one:
+ * the caller schedules the pass that queues the events it held.
+ */
+static inline bool kevd_cq_unhold(struct kevd *evd, struct kevd_qp_drain *d)
+{
+	lockdep_assert_held(&evd->lock);
+	d->hold = false;
+	WRITE_ONCE(evd->nholds, evd->nholds - 1);
+	return !evd->nholds;
+}
+
 /* dto/drain.c */
 void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error);
 void kevd_cq_qp_gone(struct kevd *evd, struct ib_qp *qp);
