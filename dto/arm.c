@@ -46,7 +46,7 @@
  * leaves the CQ unarmed, so no notification would come: the EVD then
  * needs another pass, and its CQ is polled on every pass until an arm
  * succeeds (warned once per failure streak). Nothing is lost; the cost is
- * a poller that keeps passing over it. After a failed poll
+ * a poller that keeps passing over it. When the last poll failed
  * (kevd_cq_poll()) the CQ counts as empty: it is armed without asking for
  * missed events and not checked, and the next notification brings what
  * it holds, rather than a pass that polls a CQ in error without end.

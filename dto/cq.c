@@ -157,7 +157,9 @@ static bool kevd_cq_gated(struct kevd *evd, struct ib_qp *qp)
  * The provider's poll failed (a CQ in error): the CQ counts as empty until
  * its next notification (kevd_cq_arm_check() arms it without asking for
  * missed events), so no pass or pull spins on it. ib_core's own polling
- * would requeue forever where the provider reports missed events.
+ * would requeue forever where the provider reports missed events. A poll
+ * that works again ends that (kevd_cq_poll()): an arm after it asks and
+ * checks as usual.
  */
 static void kevd_cq_poll_failed(struct kevd *evd, int err)
 {
@@ -166,6 +168,19 @@ static void kevd_cq_poll_failed(struct kevd *evd, int err)
 			evd->id, err);
 	evd->poll_warned = true;
 	evd->poll_failed = true;
+}
+
+/*
+ * A poll after @got completions (the parked one, or gated polls) returned
+ * @ret: those go on, and a failure still counts (kevd_cq_poll_failed()).
+ */
+static int kevd_cq_polled_some(struct kevd *evd, int got, int ret)
+{
+	if (!got)
+		return ret;
+	if (ret < 0)
+		kevd_cq_poll_failed(evd, ret);
+	return got;
 }
 
 /* kevd_cq_poll() while QPs are gated or a completion is parked. */
@@ -182,12 +197,13 @@ static int kevd_cq_poll_gated(struct kevd *evd, int n, struct ib_wc *wcs)
 	for (; i < n; i++) {
 		if (list_empty(&evd->gated_qps)) {
 			ret = ib_poll_cq(evd->cq, n - i, wcs + i);
-			return ret < 0 ? (i ?: ret) : i + ret;
+			return ret < 0 ? kevd_cq_polled_some(evd, i, ret) :
+					 i + ret;
 		}
 		/* one at a time: stop at the first completion of a gated QP */
 		ret = ib_poll_cq(evd->cq, 1, &wcs[i]);
 		if (ret <= 0)
-			return i ?: ret;
+			return kevd_cq_polled_some(evd, i, ret);
 		if (kevd_cq_gated(evd, wcs[i].qp)) {
 			evd->parked = wcs[i];
 			evd->has_parked = true;
@@ -398,6 +414,9 @@ int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 	/* counted only while a drain waits: it needs no poll begun before */
 	if (unlikely(draining))	/* release: pairs with kevd_cq_drained() */
 		smp_store_release(&evd->cq_polls, evd->cq_polls + 1);
+	/* a failure counts until the next poll (kevd_cq_arm_check()) */
+	if (unlikely(evd->poll_failed))
+		evd->poll_failed = false;
 	ret = __kevd_cq_poll(evd, n, wcs);
 	if (unlikely(draining || READ_ONCE(evd->ndrains))) {
 		ret = kevd_cq_poll_markers(evd, n, wcs, ret);

@@ -2009,6 +2009,99 @@ static void kevd_consumer_poll_failure(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * The check after an arm fails once (poll_once_hook()): the poll after
+ * the arm that @arms counted fails, the next one works again.
+ */
+struct poll_once {
+	u64 arms;
+	atomic_t stage;		/* 0: before the check, 1: failed, 2: after */
+	atomic_t injected;
+};
+
+static void poll_once_hook(struct ib_cq *cq, void *ctx)
+{
+	struct poll_once *o = ctx;
+	struct fake_cq_stats st;
+
+	if (atomic_read(&o->stage) == 1) {
+		fake_cq_fail_polls(cq, 0);
+		atomic_set(&o->stage, 2);
+		return;
+	}
+	fake_cq_stats(cq, &st);
+	if (!atomic_read(&o->stage) && st.arms > o->arms) {
+		fake_cq_fail_polls(cq, -EIO);
+		atomic_set(&o->stage, 1);
+	}
+}
+
+/* A completion in the window of the next arm, once. */
+static void poll_once_inject(struct ib_cq *cq, void *ctx)
+{
+	struct poll_once *o = ctx;
+
+	if (!atomic_xchg(&o->injected, 1))
+		fake_cq_add_seq(cq);
+}
+
+/*
+ * A poll that failed once does not count once polls work again. The
+ * check after an arm fails; the next completion's notification brings it
+ * (polls work). When that EVD is idle again, a completion lands just
+ * before the arm: on a strict provider only the check finds it, so the
+ * arm must ask for missed events and check as usual.
+ */
+static void kevd_consumer_poll_failure_passes(struct kunit *test)
+{
+	const enum fake_hca_mode *mode = test->param_value;
+	struct arm_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct poll_once *o = kunit_kzalloc(test, sizeof(*o), GFP_KERNEL);
+	struct fake_cq_stats st;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd *evd;
+	struct ib_cq *cq;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	KUNIT_ASSERT_NOT_NULL(test, o);
+	hca = fake_hca_create(*mode);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = (struct kevd_upcall){ arm_rec_upcall, r };
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	cq = kevd_cq(evd);
+	KUNIT_ASSERT_TRUE(test, cq_wait_armed(cq));
+	fake_cq_stats(cq, &st);
+	o->arms = st.arms;
+	fake_cq_set_poll_hook(cq, poll_once_hook, o);
+
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->n, 1));
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&o->stage, 1));
+	KUNIT_EXPECT_TRUE(test, cq_wait_armed(cq));
+
+	fake_cq_set_arm_hook(cq, poll_once_inject, o);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count_for(&r->n, 3, 20 * HZ));
+	KUNIT_EXPECT_EQ(test, atomic_read(&o->injected), 1);
+	KUNIT_EXPECT_EQ(test, atomic_read(&o->stage), 2);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	fake_cq_set_arm_hook(cq, NULL, NULL);
+	fake_cq_set_poll_hook(cq, NULL, NULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->n), 3);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->order_errors), 0);
+	KUNIT_EXPECT_TRUE(test, fake_cq_empty(cq));
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- a busy puller does not arm ---------------------------------------- */
 
 /* Hold the CQ's notifications back: moderation by a count never reached. */
@@ -5801,6 +5894,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_cq_dim_off),
 	KUNIT_CASE(kevd_consumer_arm_failure),
 	KUNIT_CASE(kevd_consumer_poll_failure),
+	KUNIT_CASE_PARAM(kevd_consumer_poll_failure_passes,
+			 mod_mode_gen_params),
 	KUNIT_CASE(kevd_consumer_backpressure_with_upcalls),
 	KUNIT_CASE(kevd_consumer_counts_balance),
 	KUNIT_CASE(kevd_consumer_counts_handed),
