@@ -116,12 +116,32 @@ EXPORT_SYMBOL_GPL(kevd_wc_opcode);
 
 /*
  * Does the verbs define byte_len for this successful completion? Only for
- * receives and RDMA READ: providers leave it stale for the rest (mlx5
- * writes nothing for SEND, RDMA WRITE, REG_MR and LOCAL_INV).
+ * receives, RDMA READ and atomics (the 8 bytes returned): providers leave
+ * it stale for the rest (mlx5 writes nothing for SEND, RDMA WRITE, REG_MR
+ * and LOCAL_INV).
  */
 static bool kevd_wc_has_len(const struct ib_wc *wc)
 {
-	return wc->opcode == IB_WC_RDMA_READ || (wc->opcode & IB_WC_RECV);
+	switch (wc->opcode) {
+	case IB_WC_RDMA_READ:
+	case IB_WC_COMP_SWAP:
+	case IB_WC_FETCH_ADD:
+	case IB_WC_MASKED_COMP_SWAP:
+	case IB_WC_MASKED_FETCH_ADD:
+		return true;
+	default:
+		return wc->opcode & IB_WC_RECV;
+	}
+}
+
+/*
+ * Immediate data is a receive's: a sender's completion may set
+ * IB_WC_WITH_IMM (mlx5 does for SEND and RDMA WRITE with immediate) but
+ * leaves imm_data stale.
+ */
+static bool kevd_wc_has_imm(const struct ib_wc *wc)
+{
+	return (wc->opcode & IB_WC_RECV) && (wc->wc_flags & IB_WC_WITH_IMM);
 }
 
 /**
@@ -130,7 +150,8 @@ static bool kevd_wc_has_len(const struct ib_wc *wc)
  * @ev: the event to fill.
  *
  * Only what the verbs define reaches the event: the length of successful
- * receives and RDMA READs, immediate data with IB_WC_WITH_IMM; the
+ * receives, RDMA READs and atomics, a receive's immediate data with
+ * IB_WC_WITH_IMM (a sender's completion has none); the
  * operation and length of a failed completion are undefined (only wr_id,
  * status, qp and vendor_err are). Everything else is KEVD_DTO_UNKNOWN or
  * 0, never a stale field of an earlier completion. For consumers that
@@ -149,7 +170,7 @@ void kevd_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev)
 	dto->status = kevd_wc_status(wc->status);
 	dto->transferred_length = ok && kevd_wc_has_len(wc) ? wc->byte_len : 0;
 	dto->operation = ok ? kevd_wc_opcode(wc) : KEVD_DTO_UNKNOWN;
-	dto->has_imm = ok && (wc->wc_flags & IB_WC_WITH_IMM);
+	dto->has_imm = ok && kevd_wc_has_imm(wc);
 	dto->reserved = 0;
 	dto->imm_data = dto->has_imm ? be32_to_cpu(wc->ex.imm_data) : 0;
 	dto->vendor_err = wc->vendor_err;

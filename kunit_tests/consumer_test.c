@@ -123,7 +123,9 @@ struct dto_case {
 
 /*
  * A DTO event carries only what the verbs define: the length of received
- * messages and RDMA READs, immediate data with IB_WC_WITH_IMM. The fake
+ * messages, RDMA READs and atomics, a receive's immediate data with
+ * IB_WC_WITH_IMM (a sender's completion may have the flag, as mlx5 sets
+ * it, but no value). The fake
  * HCA leaves the undefined fields full of garbage, as hardware does, and
  * the completions go through the poller's shared work-completion array
  * after a receive that had both, so a stale value would show.
@@ -142,6 +144,13 @@ static void kevd_consumer_dto_defined_fields(struct kunit *test)
 		{ IB_WC_RECV_RDMA_WITH_IMM, IB_WC_WITH_IMM, IB_WC_SUCCESS, 0, 11,
 		  0, true },
 		{ IB_WC_RECV, 0, IB_WC_WR_FLUSH_ERR, 0, 0, 0, false },
+		{ IB_WC_RDMA_WRITE, IB_WC_WITH_IMM, IB_WC_SUCCESS, 0, 13, 0,
+		  false },
+		{ IB_WC_SEND, IB_WC_WITH_IMM, IB_WC_SUCCESS, 0, 15, 0, false },
+		{ IB_WC_FETCH_ADD, 0, IB_WC_SUCCESS, 8, 0, 8, false },
+		{ IB_WC_COMP_SWAP, 0, IB_WC_SUCCESS, 8, 0, 8, false },
+		{ IB_WC_MASKED_FETCH_ADD, 0, IB_WC_SUCCESS, 8, 0, 8, false },
+		{ IB_WC_MASKED_COMP_SWAP, 0, IB_WC_SUCCESS, 8, 0, 8, false },
 	};
 	struct fake_hca *hca;
 	struct kevd_attr attr;

@@ -202,10 +202,12 @@ enum kevd_upcall_flag {
  * @ep_context: the QP's context (qp->qp_context).
  * @cookie: the work request's wr_id.
  * @status: &enum kevd_dto_status.
- * @transferred_length: bytes transferred; defined only on success.
+ * @transferred_length: bytes transferred by a receive, an RDMA READ or an
+ *	atomic, else 0; defined only on success.
  * @operation: &enum kevd_dto_op.
  * @imm_data: immediate data (host order), valid if @has_imm.
- * @has_imm: the completion carries immediate data.
+ * @has_imm: a receive carries immediate data (a sender's completion has
+ *	none to give).
  * @reserved: zero.
  * @vendor_err: the provider's vendor error code, for diagnostics.
  */

@@ -561,19 +561,31 @@ EXPORT_SYMBOL_GPL(fake_hca_mode_name);
 
 /*
  * What the verbs leave undefined, a real HCA leaves stale: byte_len of a
- * successful completion that is neither a receive nor an RDMA READ, and
- * of any failed one; imm_data without IB_WC_WITH_IMM. Fill them with
- * garbage that changes per CQE, so a consumer that sees them fails.
+ * successful completion that is neither a receive, an RDMA READ nor an
+ * atomic, and of any failed one; imm_data but of a receive with
+ * IB_WC_WITH_IMM (mlx5 sets the flag on a sender's completion too, and
+ * writes no value). Fill them with garbage that changes per CQE, so a
+ * consumer that sees them fails.
  */
 static void fake_cq_garble(struct ib_wc *wc, u64 n)
 {
-	bool len_defined = wc->status == IB_WC_SUCCESS &&
-			   (wc->opcode == IB_WC_RDMA_READ ||
-			    (wc->opcode & IB_WC_RECV));
+	bool len_defined = false;
 
-	if (!len_defined)
+	switch (wc->opcode) {
+	case IB_WC_RDMA_READ:
+	case IB_WC_COMP_SWAP:
+	case IB_WC_FETCH_ADD:
+	case IB_WC_MASKED_COMP_SWAP:
+	case IB_WC_MASKED_FETCH_ADD:
+		len_defined = true;
+		break;
+	default:
+		len_defined = wc->opcode & IB_WC_RECV;
+		break;
+	}
+	if (!len_defined || wc->status != IB_WC_SUCCESS)
 		wc->byte_len = 0xbad00000 | (u32)(n & 0xfffff);
-	if (!(wc->wc_flags & IB_WC_WITH_IMM))
+	if (!(wc->opcode & IB_WC_RECV) || !(wc->wc_flags & IB_WC_WITH_IMM))
 		wc->ex.imm_data = cpu_to_be32(0xfa110000 | (u32)(n & 0xffff));
 }
 
