@@ -54,11 +54,25 @@ static void kevd_comp_handler(struct ib_cq *cq, void *ctx)
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
 
+/*
+ * The depth of a CQ that follows the queue length: the queue length the
+ * EVD reports (@actual, @qlen rounded up), but no deeper than the device
+ * allows, where @qlen itself fits (rxe: 32767 entries, where a queue
+ * length of 20000 rounds to 32768). Beyond, the provider's error.
+ */
+static u32 kevd_cq_depth(const struct ib_device *dev, u32 qlen, u32 actual)
+{
+	u32 limit = dev->attrs.max_cqe > 0 ? dev->attrs.max_cqe : U32_MAX;
+
+	return actual <= limit ? actual : max(qlen, limit);
+}
+
 /**
  * kevd_cq_create() - create and arm the CQ of an EVD's DTO stream.
  * @evd: the EVD (not yet visible to anyone).
  * @dev: the device.
- * @attr: depth (cq_depth, or the queue length) and the rest.
+ * @attr: depth (cq_depth, or the queue length: kevd_cq_depth()) and the
+ *	rest.
  * @vector: the completion vector (kevd_cq_pick_vector()).
  * @event_handler: the CQ's async event handler (the EVD's, evd/evd.c).
  *
@@ -70,7 +84,8 @@ int kevd_cq_create(struct kevd *evd, struct ib_device *dev,
 		   void (*event_handler)(struct ib_event *, void *))
 {
 	struct ib_cq_init_attr cq_attr = {
-		.cqe = attr->cq_depth ?: kevd_ring_qlen(&evd->ring),
+		.cqe = attr->cq_depth ?:
+		       kevd_cq_depth(dev, attr->qlen, kevd_ring_qlen(&evd->ring)),
 		.comp_vector = vector,
 	};
 	struct ib_cq *cq;
@@ -504,22 +519,28 @@ u32 kevd_cq_drop_parked(struct kevd *evd)
 /**
  * kevd_cq_fit() - keep a CQ sized by the queue length able to hold it.
  * @evd: the EVD.
- * @qlen: the queue length it is about to have.
+ * @qlen: the queue length the consumer asked for.
+ * @actual: the queue length it is about to have (@qlen rounded up).
  *
  * A CQ whose depth came from the queue length (cq_depth 0 at create)
- * grows with it (ib_resize_cq()), so that the completions of the work a
- * consumer sized by the queue length fit; it never shrinks. A CQ with an
- * explicit depth is the consumer's to size.
+ * grows with it (ib_resize_cq(), to kevd_cq_depth()), so that the
+ * completions of the work a consumer sized by the queue length fit; it
+ * never shrinks. A CQ with an explicit depth is the consumer's to size.
  *
  * Context: process context; may sleep.
  * Return: 0, or the error of ib_resize_cq(): -EOPNOTSUPP from a provider
  * that cannot resize CQs (siw), -ENOMEM, ...
  */
-int kevd_cq_fit(struct kevd *evd, u32 qlen)
+int kevd_cq_fit(struct kevd *evd, u32 qlen, u32 actual)
 {
-	if (!evd->cq || !evd->cq_follows_qlen || qlen <= READ_ONCE(evd->cq->cqe))
+	u32 depth;
+
+	if (!evd->cq || !evd->cq_follows_qlen)
 		return 0;
-	return ib_resize_cq(evd->cq, qlen);
+	depth = kevd_cq_depth(evd->dev, qlen, actual);
+	if (depth <= READ_ONCE(evd->cq->cqe))
+		return 0;
+	return ib_resize_cq(evd->cq, depth);
 }
 
 /**

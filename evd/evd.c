@@ -867,7 +867,7 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 		evd->resize_qlen = actual;
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (!ret)
-		ret = kevd_cq_fit(evd, actual);
+		ret = kevd_cq_fit(evd, qlen, actual);
 	if (!ret)
 		ret = kevd_ring_resize(&evd->ring, qlen);
 

@@ -783,7 +783,7 @@ static inline void kevd_dim_sample(struct kevd *evd, u32 completions)
 }
 
 bool kevd_cq_busy(struct kevd *evd);
-int kevd_cq_fit(struct kevd *evd, u32 qlen);
+int kevd_cq_fit(struct kevd *evd, u32 qlen, u32 actual);
 void kevd_cq_unstall(struct kevd *evd);
 /**
  * struct kevd_gate - a QP whose completions wait for its ESTABLISHED.

@@ -1661,6 +1661,43 @@ static struct kevd *mod_evd(struct kunit *test, struct fake_hca *hca)
 }
 
 /*
+ * A queue length that fits the device's CQs but rounds up beyond them
+ * (rxe: 32767 entries, a queue length of 20000) makes an EVD: its CQ is
+ * as deep as the device allows, and holds what the consumer asked for.
+ * A resize the device cannot hold fails with its error and keeps every
+ * event.
+ */
+static void kevd_consumer_cq_depth_max(struct kunit *test)
+{
+	struct fake_hca *hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	struct kevd_event ev;
+	struct kevd_param p;
+	struct kevd *evd;
+	u32 i, nmore;
+
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	fake_hca_set_max_cqe(hca, 24);
+	evd = cq_evd(test, hca, 20, 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_GE(test, p.qlen, 20U);
+	for (i = 0; i < 20; i++)
+		KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(evd), i), 0);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 24), 0);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 40), -EINVAL);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_GE(test, p.qlen, 24U);
+	/* a wait, not a dequeue: a poller's pass may hold them a moment */
+	for (i = 0; i < 20; i++) {
+		KUNIT_ASSERT_EQ(test, kevd_wait(evd, 60 * USEC_PER_SEC, 1, &ev,
+						&nmore), 0);
+		KUNIT_EXPECT_EQ(test, ev.dto.cookie, (u64)i);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/*
  * A CQ the provider moderates (a count of completions per notification,
  * or a period after the first) holds notifications back, never
  * completions: a waiter still gets every completion once, in order, on
@@ -5898,6 +5935,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_free_queued_elsewhere),
 	KUNIT_CASE(kevd_consumer_free_own_queued_while_torn_down),
 	KUNIT_CASE(kevd_consumer_raw_upcall),
+	KUNIT_CASE(kevd_consumer_cq_depth_max),
 	KUNIT_CASE_PARAM(kevd_consumer_moderated_cq, mod_mode_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_dim_moderates),
 	KUNIT_CASE(kevd_consumer_cq_dim_off),

@@ -207,7 +207,7 @@ static int fake_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 
 	if (READ_ONCE(to_hca(ibcq->device)->create_error))
 		return READ_ONCE(to_hca(ibcq->device)->create_error);
-	if (!attr->cqe || attr->cqe > (1 << 22))
+	if (!attr->cqe || attr->cqe > ibcq->device->attrs.max_cqe)
 		return -EINVAL;
 	size = roundup_pow_of_two(attr->cqe);
 	fcq->q = kvcalloc(size, sizeof(*fcq->q), GFP_KERNEL);
@@ -253,7 +253,7 @@ static int fake_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 		return -EOPNOTSUPP;
 	if (READ_ONCE(to_hca(ibcq->device)->resize_error))
 		return READ_ONCE(to_hca(ibcq->device)->resize_error);
-	if (cqe <= 0 || cqe > (1 << 22))
+	if (cqe <= 0 || cqe > ibcq->device->attrs.max_cqe)
 		return -EINVAL;
 	size = roundup_pow_of_two(cqe);
 	q = kvcalloc(size, sizeof(*q), GFP_KERNEL);
@@ -477,6 +477,18 @@ void fake_hca_set_no_resize(struct fake_hca *hca, bool no_resize)
 EXPORT_SYMBOL_GPL(fake_hca_set_no_resize);
 
 /**
+ * fake_hca_set_max_cqe() - the largest CQ the device creates or resizes to.
+ * @hca: the device, before its first CQ.
+ * @max_cqe: 1 .. FAKE_MAX_CQE (the default); above, create_cq and
+ *	resize_cq fail with -EINVAL, as rxe's (32767).
+ */
+void fake_hca_set_max_cqe(struct fake_hca *hca, int max_cqe)
+{
+	hca->ibdev.attrs.max_cqe = clamp_t(int, max_cqe, 1, FAKE_MAX_CQE);
+}
+EXPORT_SYMBOL_GPL(fake_hca_set_max_cqe);
+
+/**
  * fake_hca_fail_create_cq() - make create_cq fail, as a provider may.
  * @hca: the device.
  * @err: the negative errno create_cq returns; 0: it works again.
@@ -515,6 +527,7 @@ struct fake_hca *fake_hca_create(enum fake_hca_mode mode)
 	hca->mode = mode;
 	hca->ibdev.num_comp_vectors = 4;	/* comp_vector must reach the CQ */
 	hca->ibdev.phys_port_cnt = 1;
+	hca->ibdev.attrs.max_cqe = FAKE_MAX_CQE;
 	ib_set_device_ops(&hca->ibdev, &fake_hca_ops);
 	return hca;
 }

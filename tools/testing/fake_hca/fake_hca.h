@@ -66,9 +66,13 @@ typedef void (*fake_cq_resize_hook)(struct ib_cq *cq, void *ctx);
 
 struct fake_hca;
 
+/* The default attrs.max_cqe of a fake device. */
+#define FAKE_MAX_CQE	BIT(22)
+
 struct fake_hca *fake_hca_create(enum fake_hca_mode mode);
 void fake_hca_destroy(struct fake_hca *hca);
 void fake_hca_set_no_resize(struct fake_hca *hca, bool no_resize);
+void fake_hca_set_max_cqe(struct fake_hca *hca, int max_cqe);
 void fake_hca_fail_create_cq(struct fake_hca *hca, int err);
 void fake_hca_fail_resize_cq(struct fake_hca *hca, int err);
 struct ib_device *fake_hca_ibdev(struct fake_hca *hca);
