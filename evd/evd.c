@@ -261,6 +261,8 @@ static int kevd_check_attr(struct ib_device *dev, const struct kevd_attr *attr)
 		return -EINVAL;
 	if (attr->cpu != KEVD_ANY && (attr->cpu < 0 || attr->cpu >= nr_cpu_ids))
 		return -EINVAL;
+	if (attr->comp_vector != KEVD_ANY && attr->comp_vector < 0)
+		return -EINVAL;
 	if (attr->async_evd && !(attr->async_evd->flags & KEVD_ASYNC_FLAG))
 		return -EINVAL;
 	return 0;
@@ -283,7 +285,8 @@ static int kevd_check_attr(struct ib_device *dev, const struct kevd_attr *attr)
  * Return: the EVD; ERR_PTR(-EINVAL) for a queue length of 0 or above
  * 2^20, no or unknown stream flags, the DTO stream without a device,
  * TEARDOWN or an unknown policy, an enabling policy without an upcall
- * function, a bad upcall flag or CPU, or an async EVD without the async
+ * function, a bad upcall flag or CPU, a negative completion vector other
+ * than %KEVD_ANY, or an async EVD without the async
  * stream or being freed; -ENOMEM; or the error of ib_create_cq().
  */
 struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,

@@ -1469,11 +1469,11 @@ static void kevd_consumer_cq_attributes(struct kunit *test)
 /*
  * comp_vector = KEVD_ANY spreads a device's CQs over its vectors, as
  * ib_core does: eight EVDs on four vectors use each twice. A vector
- * beyond the device's wraps.
+ * beyond the device's wraps; a negative one (not KEVD_ANY) is refused.
  */
 static void kevd_consumer_vectors_spread(struct kunit *test)
 {
-	struct kevd **evds;
+	struct kevd **evds, *bad;
 	struct fake_hca *hca;
 	struct kevd_attr attr;
 	int use[4] = { }, i, v;
@@ -1499,6 +1499,11 @@ static void kevd_consumer_vectors_spread(struct kunit *test)
 	evds[8] = kevd_create(fake_hca_ibdev(hca), &attr);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evds[8]);
 	KUNIT_EXPECT_EQ(test, fake_cq_comp_vector(kevd_cq(evds[8])), 2);
+	attr.comp_vector = -2;
+	bad = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(bad), -EINVAL);
+	if (!IS_ERR(bad))
+		KUNIT_EXPECT_EQ(test, kevd_free(bad), 0);
 	for (i = 0; i < 9; i++)
 		KUNIT_EXPECT_EQ(test, kevd_free(evds[i]), 0);
 	fake_hca_destroy(hca);

@@ -383,12 +383,18 @@ struct kevd_upcall {
  * @upcall: initial upcall object; required unless the policy is DISABLE.
  * @upcall_flag: &enum kevd_upcall_flag.
  * @cpu: the CPU whose poller serves the EVD (each poller runs on its
- *	CPU while that CPU is online), or %KEVD_ANY: the CPU of the CQ's
- *	completion vector where the provider reports it, else round robin.
- * @comp_vector: completion vector of the CQ (DTO stream), or %KEVD_ANY:
- *	the vector the fewest of kevd's CQs on the device use.
- * @cq_depth: CQ depth (DTO stream); 0: the queue length, and kevd_resize()
- *	grows the CQ with it.
+ *	CPU while that CPU is online; a CPU without a poller, with
+ *	nr_pollers below the number of CPUs, gets the poller of number @cpu
+ *	modulo nr_pollers, on another CPU), or %KEVD_ANY: the CPU of the
+ *	CQ's completion vector where the provider reports it, else round
+ *	robin.
+ * @comp_vector: completion vector of the CQ (DTO stream): 0 .. the
+ *	device's num_comp_vectors - 1 (a larger one wraps, modulo that
+ *	number), or %KEVD_ANY: the vector the fewest of kevd's CQs on the
+ *	device use.
+ * @cq_depth: CQ depth (DTO stream); 0: the queue length (the actual one,
+ *	but not beyond the device's max_cqe where @qlen fits in it), and
+ *	kevd_resize() grows the CQ with it.
  * @solicited_only: arm the CQ for solicited completions only.
  * @async_evd: the EVD that receives this EVD's async errors (overflow),
  *	or NULL; must have %KEVD_ASYNC_FLAG.
