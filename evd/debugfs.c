@@ -126,7 +126,7 @@ unsigned int kevd_nr_evds(void)
 EXPORT_SYMBOL_GPL(kevd_nr_evds);	/* not public: for kevd's own tests */
 
 /**
- * kevd_get_owned() - the newest live EVD that @mod created.
+ * kevd_get_owned() - the newest open EVD that @mod created.
  * @mod: the module, or NULL for EVDs that no module owns.
  *
  * Newest first: an EVD created later may use an older one as its async
@@ -141,7 +141,9 @@ struct kevd *kevd_get_owned(struct module *mod)
 
 	mutex_lock(&kevd_list_lock);
 	list_for_each_entry_reverse(evd, &kevd_list, list) {
-		if (READ_ONCE(evd->owner) == mod) {
+		/* one being freed is its freer's (kevd_free() refuses it) */
+		if (READ_ONCE(evd->owner) == mod &&
+		    (READ_ONCE(evd->state) & KEVD_STATE_OPEN)) {
 			kevd_get(evd);
 			found = evd;
 			break;

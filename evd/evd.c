@@ -379,8 +379,10 @@ EXPORT_SYMBOL_GPL(__kevd_create);
  * upcall runs or will run and no poller or handler touches the EVD.
  *
  * Context: process context; may sleep. Not from an upcall of @evd.
- * Return: 0, -EINVAL for a NULL @evd, -EBUSY while referenced, or
- * -EDEADLK from inside an upcall of @evd.
+ * Return: 0, -EINVAL for a NULL @evd or one that another thread is
+ * freeing (while that free waits; after it returned the EVD is gone, as
+ * for any call), -EBUSY while referenced, or -EDEADLK from inside an
+ * upcall of @evd.
  */
 int kevd_free(struct kevd *evd)
 {
@@ -392,11 +394,20 @@ int kevd_free(struct kevd *evd)
 	if (kevd_current_in_upcall(evd))
 		return -EDEADLK;
 	might_sleep();
+	/* being freed: its free may hold the mutex below while it marks it */
+	if (!(READ_ONCE(evd->state) & KEVD_STATE_OPEN))
+		return -EINVAL;
 	/* a resize in progress uses the EVD; one that begins now fails */
 	if (!mutex_trylock(&evd->resize_mutex))
 		return -EBUSY;
 
 	spin_lock_irqsave(&evd->lock, flags);
+	/* another thread's free waits: it alone tears down */
+	if (!(evd->state & KEVD_STATE_OPEN)) {
+		spin_unlock_irqrestore(&evd->lock, flags);
+		mutex_unlock(&evd->resize_mutex);
+		return -EINVAL;
+	}
 	if (evd->waiter || atomic_read(&evd->async_users) ||
 	    atomic_read(&evd->cm_users) || kevd_cq_busy(evd)) {
 		spin_unlock_irqrestore(&evd->lock, flags);

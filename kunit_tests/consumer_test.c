@@ -4746,6 +4746,48 @@ static void kevd_consumer_resize_while_freed(struct kunit *test)
 	evd_going_finish(test, g);
 }
 
+/* A second kevd_free() of one EVD, from a thread. */
+struct free_again {
+	struct kevd *evd;
+	struct completion done;
+	int rc;
+};
+
+static int free_again_fn(void *data)
+{
+	struct free_again *f = data;
+
+	f->rc = kevd_free(f->evd);
+	complete(&f->done);
+	return 0;
+}
+
+/*
+ * A kevd_free() of an EVD that another thread is freeing (it waits for
+ * the EVD's upcall) is refused at once: the first free alone tears down.
+ */
+static void kevd_consumer_free_while_freed(struct kunit *test)
+{
+	struct evd_going *g = evd_going_start(test, 0);
+	struct free_again *f = kzalloc(sizeof(*f), GFP_KERNEL);
+	struct task_struct *t;
+	long left;
+
+	KUNIT_ASSERT_NOT_NULL(test, f);
+	init_completion(&f->done);
+	f->evd = g->evd;
+	t = kthread_run(free_again_fn, f, "kevd_cons_free2");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	/* bounded below the hung-task report: the old code blocked here */
+	left = wait_for_completion_timeout(&f->done, 20 * HZ);
+	KUNIT_EXPECT_GT(test, left, 0);
+	KUNIT_EXPECT_EQ(test, f->rc, -EINVAL);
+	evd_going_finish(test, g);
+	if (!left)	/* the old code's second free ends after the first */
+		wait_for_completion(&f->done);
+	kfree(f);
+}
+
 /* A resize held inside ib_resize_cq() until released. */
 struct resize_held {
 	struct kevd *evd;
@@ -5891,6 +5933,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_free_at_stop_event),
 	KUNIT_CASE(kevd_consumer_create_on_async_being_freed),
 	KUNIT_CASE(kevd_consumer_resize_while_freed),
+	KUNIT_CASE(kevd_consumer_free_while_freed),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
