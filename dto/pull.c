@@ -231,8 +231,30 @@ void kevd_pull_unmark(struct kevd *evd)
 }
 
 /*
- * Drain in batches, within the budget; unless it found work for a
- * consumer who comes back (kevd_pull_unarmed_ok()), arm and check, again
+ * The poll budget, as a pass's; a registered waiter's own pull takes what
+ * its threshold still needs in one pass when that is more (as uDAPL's
+ * wait copies the CQ): else a wait with a threshold above the budget
+ * would hand the rest to a poller, and a wait that polls (timeout 0)
+ * would return -ETIMEDOUT with its events in the CQ. The threshold is at
+ * most the queue length: the ring has room for them.
+ */
+static u32 kevd_pull_budget(struct kevd *evd)
+{
+	u32 budget = READ_ONCE(kevd_param_budget), have;
+
+	if (READ_ONCE(evd->waiter) != current)
+		return budget;
+	/* the waiter's own threshold: written before it registered */
+	have = kevd_ring_count(&evd->ring);
+	if (evd->wait_threshold > have)
+		budget = max(budget, evd->wait_threshold - have);
+	return budget;
+}
+
+/*
+ * Drain in batches, within @budget (kevd_pull_budget(), for the whole
+ * pull: @moved counts its passes); unless it found work for a consumer
+ * who comes back (kevd_pull_unarmed_ok()), arm and check, again
  * while the check finds completions (a few times). A pull that used its
  * budget lets go the same way: what is left in the CQ is the consumer's
  * next call's, not a poller's (which would keep the EVD while each of
@@ -241,9 +263,9 @@ void kevd_pull_unmark(struct kevd *evd)
  * completions), or the check kept finding work.
  */
 static bool kevd_pull_pass(struct kevd *evd, struct kevd_pull_to *to,
-			   u32 *moved)
+			   u32 budget, u32 *moved)
 {
-	u32 budget = READ_ONCE(kevd_param_budget), want, n;
+	u32 want, n;
 	int rearms = 0;
 
 	kevd_assert_owner(evd);
@@ -296,7 +318,7 @@ static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to)
 {
 	bool again, notified = false;
 	int passes = 0;
-	u32 moved = 0;
+	u32 moved = 0, budget;
 
 	if (!evd->cq || kevd_upcalls_enabled(READ_ONCE(evd->policy)))
 		return false;
@@ -308,10 +330,12 @@ static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to)
 	}
 	if (!kevd_poll_own_pull(evd))
 		return false;
+	/* once: @moved counts across the passes of this pull */
+	budget = kevd_pull_budget(evd);
 	do {
 		notified |= test_and_clear_bit(KEVD_POLL_NOTIFIED,
 					       &evd->poll_state);
-		again = kevd_pull_pass(evd, to, &moved);
+		again = kevd_pull_pass(evd, to, budget, &moved);
 	} while (!again && kevd_pull_missed(evd, &passes));
 	/* as a pass counts them: a waiter's pull takes the notification */
 	if (notified && !moved)

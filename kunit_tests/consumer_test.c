@@ -2153,6 +2153,47 @@ static void kevd_consumer_poll_failure_passes(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * A wait that polls (timeout 0) for a threshold that the CQ holds, more
+ * than a poll budget (64) beyond what the ring holds, takes them: the
+ * waiter's pull moves what the threshold needs. The consumer pulled
+ * before, so the poller's pass over the burst moved one budget into the
+ * ring and left the rest in the CQ for it (kevd_pass_hand_back()).
+ */
+static void kevd_consumer_wait_poll_threshold(struct kunit *test)
+{
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd_event ev;
+	struct kevd *evd;
+	u32 nmore = 0, i;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 256;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.cpu = 0;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), 200), 200);
+	/* the pass may run on either poller: no poller owns the EVD after */
+	kevd_test_flush_pollers(test);
+
+	KUNIT_ASSERT_EQ(test, kevd_wait(evd, 0, 200, &ev, &nmore), 0);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 0ULL);
+	KUNIT_EXPECT_EQ(test, nmore, 199U);
+	for (i = 1; i < 200; i++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.dto.cookie, (u64)i);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- a busy puller does not arm ---------------------------------------- */
 
 /* Hold the CQ's notifications back: moderation by a count never reached. */
@@ -5991,6 +6032,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_poll_failure),
 	KUNIT_CASE_PARAM(kevd_consumer_poll_failure_passes,
 			 mod_mode_gen_params),
+	KUNIT_CASE(kevd_consumer_wait_poll_threshold),
 	KUNIT_CASE(kevd_consumer_backpressure_with_upcalls),
 	KUNIT_CASE(kevd_consumer_counts_balance),
 	KUNIT_CASE(kevd_consumer_counts_handed),

@@ -20,7 +20,6 @@
 struct kevd *kevd_test_create(struct kunit *test, u32 qlen, u32 flags,
 			      int policy, const struct kevd_upcall *upcall,
 			      int flag);
-void kevd_test_flush_pollers(struct kunit *test);
 char *kevd_test_read_file(const char *path, size_t max);
 
 /* An upcall that records what it saw. */

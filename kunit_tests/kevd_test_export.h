@@ -28,6 +28,8 @@ bool kevd_test_waiting(struct kevd *evd);
 
 struct kunit;
 struct kevd_upcall;
+/* Wait until every pass queued on any poller before the call has run. */
+void kevd_test_flush_pollers(struct kunit *test);
 /*
  * A software-stream EVD homed on the poller of CPU @cpu, with the upcall
  * policy and object given (kevd_test_create() is the same on CPU 0).
