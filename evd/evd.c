@@ -611,7 +611,9 @@ static u32 kevd_take_count(struct kevd *evd)
  *
  * From inside an upcall of @evd, the events its batch took for the
  * invocations after the running one come first: they are older than the
- * ring's, and the batch skips them.
+ * ring's, and the batch skips them. From another thread while a
+ * SINGLE_INSTANCE upcall runs, the events taken keep their slots until
+ * that upcall's batch ends (kevd_post_se()).
  *
  * Context: any.
  * Return: 0, -EAGAIN when the EVD is empty, -EINVAL for NULL arguments.
@@ -660,9 +662,10 @@ EXPORT_SYMBOL_GPL(kevd_dequeue_batch);
  * The queue is full when its queue length of events are queued or being
  * delivered: the events a SINGLE_INSTANCE upcall batch is delivering
  * keep their slots until the batch ends, though kevd_query() no longer
- * counts them. A poll of the EVD's CQ in progress counts the room it
- * reserved for the completions it may take (api.rst): that -ENOSPC
- * lasts one poll.
+ * counts them, and so do the events that other threads dequeue
+ * meanwhile (they are behind the batch's in the ring). A poll of the
+ * EVD's CQ in progress counts the room it reserved for the completions it
+ * may take (api.rst): that -ENOSPC lasts one poll.
  *
  * Context: any, hard IRQ included.
  * Return: 0, -EINVAL for a NULL @evd or an EVD without the software
