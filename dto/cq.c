@@ -671,11 +671,15 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
 		n = kevd_cq_poll(evd, resv, wcs);
 		/*
 		 * held by a parked completion: not empty; a provider error
-		 * ends the drain (kevd_cq_poll_failed())
+		 * ends the drain (kevd_cq_poll_failed()), and after an
+		 * IB_EVENT_CQ_ERR the CQ gives nothing more: empty
 		 */
 		kevd_cq_commit(evd, wcs, max(n, 0), resv);
-		if (n < 0)
+		if (n < 0) {
+			*empty = n != -EAGAIN &&
+				 READ_ONCE(evd->cq_error_reported);
 			break;
+		}
 		done += n;
 		if (n < resv) {
 			*empty = !evd->has_parked;
@@ -805,8 +809,10 @@ u32 kevd_cq_drain_empty(struct kevd *evd, struct ib_wc *wcs, u32 budget,
  *
  * The fenced events are queued only once a poll found the CQ empty: every
  * completion that was in the CQ when they were posted is then in the ring
- * before them; and the markers of every hold (kevd_cq_drain_hold()) are
- * polled: the flushes a disconnected QP adds later are in the ring too.
+ * before them (or once a poll fails after an IB_EVENT_CQ_ERR: the CQ
+ * gives no more, and they would be held for good); and the markers of
+ * every hold (kevd_cq_drain_hold()) are polled: the flushes a
+ * disconnected QP adds later are in the ring too.
  * A full ring (the consumer's dequeue pulls or reschedules) or the budget
  * (a pass requeues; a pull leaves them to its consumer's next call, or to
  * a poller while a thread waits) leaves them fenced for a later pass.

@@ -188,12 +188,14 @@ static void kevd_cq_event(struct ib_event *event, void *ctx)
 	/* A CQ overrun: report it once, naming this EVD. */
 	spin_lock_irqsave(&evd->lock, flags);
 	first = !evd->cq_error_reported;
-	evd->cq_error_reported = true;
+	WRITE_ONCE(evd->cq_error_reported, true);
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (!first)
 		return;
 	kevd_ring_count_lost(&evd->ring, KEVD_STREAM_DTO, 0, 1);
 	kevd_raise_overflow(evd, KEVD_STREAM_DTO);
+	/* connection events held behind a CQ that fails its polls go now */
+	kevd_schedule(evd);
 }
 
 /**

@@ -3359,6 +3359,65 @@ static void kevd_consumer_fenced_event_discarded(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* A thread in kevd_wait() for one event, 20 s at most. */
+struct cq_err_waiter {
+	struct kevd *evd;
+	struct kevd_event ev;
+	struct completion done;
+	int rc;
+};
+
+static int cq_err_wait_fn(void *data)
+{
+	struct cq_err_waiter *w = data;
+	u32 nmore;
+
+	w->rc = kevd_wait(w->evd, 20 * USEC_PER_SEC, 1, &w->ev, &nmore);
+	complete(&w->done);
+	return 0;
+}
+
+/*
+ * A CQ in error: its polls fail, and the provider reports it
+ * (IB_EVENT_CQ_ERR). A DISCONNECTED held behind it then comes to the
+ * thread already asleep in kevd_wait(): nothing more leaves that CQ, and
+ * the consumer must learn its endpoint is gone. Until the report, a
+ * failed poll holds it (the failure may pass).
+ */
+static void kevd_consumer_cq_error_releases_held(struct kunit *test)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+		.connection.ep = test,
+	};
+	struct cq_err_waiter *w;
+	struct task_struct *t;
+	struct kevd_event ev;
+	struct fake_hca *hca;
+
+	w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	init_completion(&w->done);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	w->evd = fence_evd(test, hca);
+	fake_cq_fail_polls(kevd_cq(w->evd), -EIO);
+	KUNIT_EXPECT_EQ(test, kevd_post_event(w->evd, &disc), 0);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->evd, &ev), -EAGAIN);
+	t = kthread_run(cq_err_wait_fn, w, "kevd_cons_cqerr");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	KUNIT_EXPECT_TRUE(test, kevd_test_waiting(w->evd));
+	fake_cq_overrun(kevd_cq(w->evd));
+	wait_for_completion(&w->done);
+	KUNIT_EXPECT_EQ(test, w->rc, 0);
+	KUNIT_EXPECT_EQ(test, w->ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	KUNIT_EXPECT_PTR_EQ(test, w->ev.connection.ep, (void *)test);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /*
  * Held events that always fit: the headroom's 8 slots (api.rst), which a
  * pass's reservation in flight never takes.
@@ -5967,6 +6026,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_established_behind_held),
 	KUNIT_CASE(kevd_consumer_fenced_event_discarded),
 	KUNIT_CASE(kevd_consumer_resize_counts_held),
+	KUNIT_CASE(kevd_consumer_cq_error_releases_held),
 	KUNIT_CASE(kevd_consumer_dto_defined_fields),
 	KUNIT_CASE_PARAM(kevd_consumer_full_ring_resumes,
 			 stall_policy_gen_params),
