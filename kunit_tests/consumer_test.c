@@ -1905,6 +1905,25 @@ static void arm_rec_upcall(void *ctx, const struct kevd_event *ev, bool more)
 	atomic_inc(&r->n);
 }
 
+/* A DTO EVD on @hca whose SINGLE_INSTANCE upcall records into @r. */
+static struct kevd *arm_rec_evd(struct kunit *test, struct fake_hca *hca,
+				struct arm_rec *r, int cpu)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = (struct kevd_upcall){ arm_rec_upcall, r };
+	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
+	attr.cpu = cpu;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
 /*
  * A provider whose arms fail (ib_req_notify_cq() < 0) notifies nothing:
  * kevd polls its CQ until an arm works again. Every completion arrives.
@@ -1913,21 +1932,13 @@ static void kevd_consumer_arm_failure(struct kunit *test)
 {
 	struct arm_rec *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	struct kevd *evd;
 	int i;
 
 	KUNIT_ASSERT_NOT_NULL(test, r);
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 64;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = (struct kevd_upcall){ arm_rec_upcall, r };
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = arm_rec_evd(test, hca, r, KEVD_ANY);
 	fake_cq_fail_arms(kevd_cq(evd), -EIO);
 	for (i = 0; i < 40; i++)
 		KUNIT_ASSERT_EQ(test, fake_cq_add_seq(kevd_cq(evd)), 0);
@@ -2010,7 +2021,6 @@ static void kevd_consumer_poll_failure(struct kunit *test)
 	struct poller_mark *m = kunit_kzalloc(test, sizeof(*m), GFP_KERNEL);
 	struct fake_cq_stats st1, st2;
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	struct kevd *evd;
 
 	KUNIT_ASSERT_NOT_NULL(test, r);
@@ -2018,15 +2028,7 @@ static void kevd_consumer_poll_failure(struct kunit *test)
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
 	poller_mark_create(test, m);
-	kevd_attr_init(&attr);
-	attr.qlen = 64;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = (struct kevd_upcall){ arm_rec_upcall, r };
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	attr.cpu = 0;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = arm_rec_evd(test, hca, r, 0);
 
 	fake_cq_fail_polls(kevd_cq(evd), -EIO);
 	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), 8), 8);
@@ -2110,7 +2112,6 @@ static void kevd_consumer_poll_failure_passes(struct kunit *test)
 	struct poll_once *o = kunit_kzalloc(test, sizeof(*o), GFP_KERNEL);
 	struct fake_cq_stats st;
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	struct kevd *evd;
 	struct ib_cq *cq;
 
@@ -2118,14 +2119,7 @@ static void kevd_consumer_poll_failure_passes(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, o);
 	hca = fake_hca_create(*mode);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 64;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = (struct kevd_upcall){ arm_rec_upcall, r };
-	attr.upcall_flag = KEVD_UPCALL_INVOC_ANY;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = arm_rec_evd(test, hca, r, KEVD_ANY);
 	cq = kevd_cq(evd);
 	KUNIT_ASSERT_TRUE(test, cq_wait_armed(cq));
 	fake_cq_stats(cq, &st);
