@@ -1121,7 +1121,10 @@ static long kevd_wait_left(long left, unsigned long deadline)
  * holds, topped up from the CQ up to @n. Inside an upcall of @evd, the
  * events its batch took for the invocations after the running one count
  * toward @threshold and come first, as for kevd_dequeue(), and count in
- * @nmore.
+ * @nmore. @nmore counts what the EVD queues, not the completions still
+ * in the CQ (a pull takes at most a budget, or what the threshold needs):
+ * a consumer that dequeues until -EAGAIN, rather than @nmore times, also
+ * gets those.
  *
  * Context: process context; sleeps, but not from an upcall of @evd
  * (which may disable upcalls and then wait with a timeout of 0 only).
@@ -1223,7 +1226,8 @@ EXPORT_SYMBOL_GPL(kevd_wait_batch);
  *	-EINVAL of a NULL pointer or a zero @threshold.
  *
  * The remaining timeout shrinks across wake-ups. Every exit path leaves
- * the EVD un-waited.
+ * the EVD un-waited. @nmore counts what the EVD queues, not completions
+ * still in the CQ (kevd_wait_batch()).
  *
  * Context: process context; sleeps, but not from an upcall of @evd
  * (which may disable upcalls and then wait with a timeout of 0 only).
