@@ -467,9 +467,7 @@ void kevd_pull_leave(struct kevd *evd)
 static void kevd_batch_event(const struct kevd_batch *b, u32 i,
 			     struct kevd_event *ev)
 {
-	if (b->claim)
-		*ev = b->claim->slots[(b->claim->first + i) & b->claim->mask];
-	else if (b->wcs)
+	if (b->wcs)
 		kevd_cq_convert(b->evd, &b->wcs[i], ev);
 	else
 		*ev = b->evs[i];
@@ -497,9 +495,9 @@ u32 kevd_batch_rest(struct kevd *evd)
  * @max: at most this many.
  *
  * The events a batch took for the invocations after the running one are
- * older than any in the ring (the claim, a MANY pop, a direct poll): a
- * dequeue from inside that invocation returns them first, in order, and
- * the batch goes on after them. A raw-flavour poll (wc_func) has no rest.
+ * older than any in the ring (a pop, a direct poll): a dequeue from
+ * inside that invocation returns them first, in order, and the batch
+ * goes on after them. A raw-flavour poll (wc_func) has no rest.
  *
  * Context: any; takes something only inside an upcall of @evd, on its
  * poller thread.

@@ -613,9 +613,7 @@ static u32 kevd_take_count(struct kevd *evd)
  *
  * From inside an upcall of @evd, the events its batch took for the
  * invocations after the running one come first: they are older than the
- * ring's, and the batch skips them. From another thread while a
- * SINGLE_INSTANCE upcall runs, the events taken keep their slots until
- * that upcall's batch ends (kevd_post_se()).
+ * ring's, and the batch skips them.
  *
  * Context: any.
  * Return: 0, -EAGAIN when the EVD is empty, -EINVAL for NULL arguments.
@@ -661,13 +659,11 @@ EXPORT_SYMBOL_GPL(kevd_dequeue_batch);
  * @evd: an EVD with %KEVD_SOFTWARE_FLAG.
  * @pointer: the event's pointer.
  *
- * The queue is full when its queue length of events are queued or being
- * delivered: the events a SINGLE_INSTANCE upcall batch is delivering
- * keep their slots until the batch ends, though kevd_query() no longer
- * counts them, and so do the events that other threads dequeue
- * meanwhile (they are behind the batch's in the ring). A poll of the
- * EVD's CQ in progress counts the room it reserved for the completions it
- * may take (api.rst): that -ENOSPC lasts one poll.
+ * The queue is full when its queue length of events are queued. The
+ * events an upcall batch took, and those dequeued, no longer count,
+ * however long the upcalls run. A poll of the EVD's CQ in progress counts
+ * the room it reserved for the completions it may take (api.rst): that
+ * -ENOSPC lasts one poll.
  *
  * Context: any, hard IRQ included.
  * Return: 0, -EINVAL for a NULL @evd or an EVD without the software
@@ -833,8 +829,9 @@ EXPORT_SYMBOL_GPL(kevd_post_ib_event);
  *
  * No queued or incoming event is lost or reordered, also while producers
  * and upcalls run. A successful resize also clears the overflowed state.
- * The events of a SINGLE_INSTANCE batch whose upcalls are running (they
- * are read in place) count as queued until the batch ends.
+ * The events of an upcall batch that is running are no longer queued:
+ * they do not count. If a policy change gives some back and the queue
+ * has no room for them then, it grows to take them.
  *
  * A thread in kevd_wait() keeps its threshold reachable: a resize below
  * it fails, and a wait that begins during a resize is held to the smaller

@@ -64,8 +64,8 @@
 #define KEVD_HEADROOM		8
 /*
  * Work completions polled per ib_poll_cq() call, and events per
- * SINGLE_INSTANCE batch (delivered in place). MANY copies its batches
- * out, smaller ones, so that more of them run side by side.
+ * SINGLE_INSTANCE batch. MANY batches are smaller, so that more of them
+ * run side by side.
  */
 #define KEVD_BATCH		64
 #define KEVD_MANY_BATCH		16
@@ -110,7 +110,7 @@ struct kevd_cons_stats {
 };
 
 /**
- * struct kevd_ring_run - events a stopped MANY batch gave back.
+ * struct kevd_ring_run - events a stopped upcall batch gave back.
  * @orig: the ring index its first event had when the batch popped it.
  * @left: how many of them are still queued (at the front, in this run).
  */
@@ -128,19 +128,18 @@ struct kevd_ring_run {
  *	kevd_fenced, oldest first); under @prod_lock.
  * @nfenced: their number; written under @prod_lock, read anywhere.
  * @pstats: producer counters; written under @prod_lock.
- * @cons: first slot producers may not reuse; written under @cons_lock,
- *	read anywhere. Equal to @head except during an in-place claim.
- * @head: next slot to take; written under @cons_lock, read anywhere.
+ * @head: next slot to take, and the first that producers may not reuse;
+ *	written under @cons_lock (a pop with release; a give-back, which
+ *	lowers it, also under @prod_lock, where producers read it), read
+ *	anywhere.
  * @cons_lock: serialises consumers.
- * @stale: a slot array replaced by resize during a claim, or NULL; under
- *	@cons_lock.
  * @cstats: consumer counters; written under @cons_lock.
  * @nruns: the runs in @runs; under @cons_lock.
  * @runs: room for one run per poller (kevd_ring_max_runs()): the runs
- *	of events given back by stopped MANY batches that are
+ *	of events given back by stopped upcall batches that are
  *	still at the front, oldest first (kevd_ring_push_front()): a later
  *	give-back goes behind the older ones. Their @orig are ring indices
- *	of one numbering, which a give-back changes: the next MANY pop
+ *	of one numbering, which a give-back changes: the next batch's pop
  *	clears them (kevd_ring_pop()). Under @cons_lock.
  * @slots: the events; replaced only by resize, under both locks.
  * @mask: number of slots minus one (a power of two minus one).
@@ -157,10 +156,8 @@ struct kevd_ring {
 	struct list_head fenced;
 	struct kevd_prod_stats pstats;
 
-	u32 cons ____cacheline_aligned_in_smp;
-	u32 head;
+	u32 head ____cacheline_aligned_in_smp;
 	spinlock_t cons_lock;	/* serialises consumers */
-	struct kevd_event *stale;
 	struct kevd_cons_stats cstats;
 	u32 nruns;
 	struct kevd_ring_run *runs;
@@ -168,20 +165,6 @@ struct kevd_ring {
 	struct kevd_event *slots ____cacheline_aligned_in_smp;
 	u32 mask;
 	u32 headroom;
-};
-
-/**
- * struct kevd_claim - events a SINGLE_INSTANCE batch delivers in place.
- * @slots: the slot array they are in.
- * @mask: its mask.
- * @first: index of the first event.
- * @n: number of events.
- */
-struct kevd_claim {
-	struct kevd_event *slots;
-	u32 mask;
-	u32 first;
-	u32 n;
 };
 
 /*
@@ -209,16 +192,15 @@ struct kevd_poller;
 /**
  * struct kevd_batch - the events an upcall batch delivers.
  * @evd: the EVD.
- * @first: the ring index of the first event (MANY copies: where their
+ * @first: the ring index of the first event (popped events: where their
  *	give-back goes, kevd_ring_push_front()).
  * @gen: evd->upcall_gen when the batch began; it stops when that changes.
  * @pos: the event whose invocation runs now, or the last one that a
  *	dequeue from inside it took (kevd_batch_take()).
  * @n: events in the batch; lowered when the rest goes back to the EVD.
  * @taken: of which a dequeue from inside an upcall took this many.
- * @claim: in place (SINGLE_INSTANCE), or NULL...
- * @wcs: ...completions polled for direct delivery, or NULL...
- * @evs: ...or copies (MANY).
+ * @wcs: completions polled for direct delivery, or NULL...
+ * @evs: ...or events popped from the ring.
  *
  * On the stack of the poller thread that delivers it, which publishes it
  * for the batch's own upcalls (kevd_poller_current_batch()).
@@ -230,7 +212,6 @@ struct kevd_batch {
 	u32 pos;
 	u32 n;
 	u32 taken;
-	struct kevd_claim *claim;
 	struct ib_wc *wcs;
 	struct kevd_event *evs;
 };
@@ -478,9 +459,6 @@ void kevd_ring_count_lost(struct kevd_ring *ring, enum kevd_stream stream,
 u32 __kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max);
 u32 kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max,
 		  u32 *first, const u32 *gen, u32 want);
-u32 kevd_ring_claim(struct kevd_ring *ring, u32 max, struct kevd_claim *c);
-void kevd_ring_release(struct kevd_ring *ring);
-void kevd_ring_unclaim(struct kevd_ring *ring, struct kevd_claim *c, u32 from);
 int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
 			 u32 k, bool fresh, u32 orig);
 int kevd_ring_resize(struct kevd_ring *ring, u32 qlen);
@@ -626,11 +604,11 @@ static inline bool kevd_upcall_gen_changed(const struct kevd *evd, u32 gen)
 /**
  * struct kevd_scratch - a poller's buffers for its passes.
  * @wcs: work completions of a CQ drain or direct delivery.
- * @evs: events of a MANY upcall batch.
+ * @evs: events of an upcall batch.
  */
 struct kevd_scratch {
 	struct ib_wc wcs[KEVD_BATCH];
-	struct kevd_event evs[KEVD_MANY_BATCH];
+	struct kevd_event evs[KEVD_BATCH];
 };
 
 /* What a pass tells its poller (kevd_pass()). */
@@ -675,7 +653,7 @@ struct kevd *kevd_get_owned(struct module *mod);
  * kevd_assert_owner() - on kernels with lockdep, warn unless the caller is
  * the poller making a pass over @evd (or an upcall that pass runs), or the
  * consumer thread that owns it for a pull (evd->busy_owner, dto/pull.c):
- * the rule "only the owner drains, arms and delivers in place", as
+ * the rule "only the owner drains, arms and delivers", as
  * kernel/irq_work.c asserts its context.
  */
 #define kevd_assert_owner(evd)						\

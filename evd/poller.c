@@ -1016,7 +1016,7 @@ int kevd_pollers_start(kevd_pass_fn pass)
 	/* the CPUs counted are those the pollers are placed on */
 	cpus_read_lock();
 	n = kevd_param_nr_pollers ?: num_online_cpus();
-	/* about 6 KiB a poller: 1024 of them need vmalloc */
+	/* about 9 KiB a poller: 1024 of them need vmalloc */
 	pollers = kvcalloc(n, sizeof(*pollers), GFP_KERNEL);
 	if (!pollers) {
 		cpus_read_unlock();

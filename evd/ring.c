@@ -16,18 +16,14 @@
  *     they freed slots (kevd_ring_reserve_flag()). Functions named
  *     __kevd_ring_*() expect the caller to hold the lock their kernel-doc
  *     names (as ptr_ring's __ptr_ring_*()); the others take it.
- *   - Consumers take events at ring->head. ring->cons, which producers
- *     read, follows it, except while the owner of a SINGLE_INSTANCE EVD
- *     delivers a batch in place (kevd_ring_claim()): then [cons, head) are
- *     slots the upcalls read, and they stay out of the producers' reach
- *     until kevd_ring_release() moves cons up to head. There is at most
- *     one claim: its caller serialises claims (only the owning poller
- *     claims, and it releases before it lets go). A resize during a claim
- *     keeps the claimed array (ring->stale) for the release to free.
+ *   - Consumers take events at ring->head, and every consumer copies what
+ *     it takes (upcall batches into their poller's scratch): a slot is the
+ *     producers' again as soon as head passes it, however long the
+ *     consumer keeps the event.
  *   - Indices run free (u32, wrapping) and are never reset, so a lockless
  *     reader of prod - head sees a sane count even across a resize. The
  *     producer publishes slots with smp_store_release(&prod) and reads
- *     cons with smp_load_acquire(); the consumer does the converse. A CQ
+ *     head with smp_load_acquire(); the consumer does the converse. A CQ
  *     drain reserves slots before it polls the CQ (kevd_ring_reserve()),
  *     so a completion is never taken from the CQ without a slot for it.
  *   - Headroom: ring->headroom slots are kept for the streams that cannot
@@ -129,10 +125,8 @@ int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom)
 	ring->mask = size - 1;
 	ring->headroom = headroom;
 	ring->prod = 0;
-	ring->cons = 0;
 	ring->head = 0;
 	ring->resv = 0;
-	ring->stale = NULL;
 	ring->nfenced = 0;
 	ring->nruns = 0;
 	INIT_LIST_HEAD(&ring->fenced);
@@ -147,7 +141,6 @@ int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom)
  */
 void kevd_ring_destroy(struct kevd_ring *ring)
 {
-	WARN_ON_ONCE(ring->stale);	/* a claim outlived its EVD */
 	WARN_ON_ONCE(!list_empty(&ring->fenced)); /* kevd_ring_drop_fenced() */
 	kvfree(ring->slots);
 	ring->slots = NULL;
@@ -158,8 +151,8 @@ void kevd_ring_destroy(struct kevd_ring *ring)
 /* Free slots for a producer. Caller holds ring->prod_lock. */
 static u32 __kevd_ring_free(struct kevd_ring *ring, bool headroom)
 {
-	/* acquire: the consumer is done with every slot below cons */
-	u32 used = ring->prod - smp_load_acquire(&ring->cons) + ring->resv;
+	/* acquire: the consumer is done with every slot below head */
+	u32 used = ring->prod - smp_load_acquire(&ring->head) + ring->resv;
 	u32 limit = kevd_ring_size(ring) - (headroom ? 0 : ring->headroom);
 
 	lockdep_assert_held(&ring->prod_lock);
@@ -399,11 +392,8 @@ u32 __kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max)
 	for (i = 0; i < n; i++)
 		evs[i] = slots[(head + i) & mask];
 	__kevd_ring_account(ring, head, n);
-	ring->head = head + n;
-	/* no claim: give the slots to producers (else the release will) */
-	if (ring->cons == head)
-		/* release: the slots are read before a producer reuses them */
-		smp_store_release(&ring->cons, head + n);
+	/* release: the slots are read before a producer reuses them */
+	smp_store_release(&ring->head, head + n);
 	return n;
 }
 
@@ -417,7 +407,7 @@ u32 __kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max)
  *	lock: nothing is taken once it is no longer @want.
  * @want: its value when the batch began.
  *
- * For MANY batches. The runs given back before are behind what it takes
+ * For upcall batches. The runs given back before are behind what it takes
  * (the front is in order) and no batch that popped before it gives back
  * any more: it clears them, as their indices are of an older numbering.
  * That holds because a batch the policy change stopped gives back under
@@ -445,61 +435,6 @@ u32 kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max,
 	return n;
 }
 
-/**
- * kevd_ring_claim() - take up to @max events to deliver in place.
- * @ring: the ring; the caller serialises claims (the owning poller).
- * @max: at most this many.
- * @c: the claimed events: @c->n slots from @c->first in @c->slots.
- *
- * The events leave the queue (dequeue and count no longer see them) but
- * their slots are not given back to producers until kevd_ring_release():
- * upcalls read them where the producer wrote them, with no copy.
- *
- * Context: any; takes ring->cons_lock.
- * Return: @c->n, the number of events claimed.
- */
-u32 kevd_ring_claim(struct kevd_ring *ring, u32 max, struct kevd_claim *c)
-{
-	unsigned long flags;
-
-	spin_lock_irqsave(&ring->cons_lock, flags);
-	c->slots = ring->slots;
-	c->mask = ring->mask;
-	c->first = ring->head;
-	c->n = 0;
-	/* at most one claim; the previous one was released */
-	if (!WARN_ON_ONCE(ring->cons != ring->head))
-		/* acquire: pairs with the producer's release of prod */
-		c->n = min(max, smp_load_acquire(&ring->prod) - c->first);
-	__kevd_ring_account(ring, c->first, c->n);
-	ring->head = c->first + c->n;
-	spin_unlock_irqrestore(&ring->cons_lock, flags);
-	return c->n;
-}
-
-/**
- * kevd_ring_release() - give the slots of a claim back to producers.
- * @ring: the ring whose claim ended (every upcall of it returned).
- *
- * Also takes any events dequeued during the claim off the producers'
- * books, and frees a slot array a resize replaced meanwhile.
- *
- * Context: the claimer; takes ring->cons_lock; may free memory.
- */
-void kevd_ring_release(struct kevd_ring *ring)
-{
-	struct kevd_event *stale;
-	unsigned long flags;
-
-	spin_lock_irqsave(&ring->cons_lock, flags);
-	stale = ring->stale;
-	ring->stale = NULL;
-	/* release: the upcalls are done with the slots */
-	smp_store_release(&ring->cons, ring->head);
-	spin_unlock_irqrestore(&ring->cons_lock, flags);
-	kvfree(stale);
-}
-
 /*
  * Take @n events of @slots from @first off the delivered counters. Caller
  * holds cons_lock.
@@ -517,41 +452,6 @@ static void __kevd_ring_unaccount(struct kevd_ring *ring,
 }
 
 /**
- * kevd_ring_unclaim() - put the undelivered tail of a claim back.
- * @ring: the ring of claim @c, which is still open.
- * @c: the claim; its events from index @from on were not delivered.
- * @from: the first undelivered event of the claim.
- *
- * The events go back to the head of the queue, in order, ahead of every
- * event queued after them, also when consumers dequeued newer events
- * during the claim (they move up next to the head; the slots they take
- * were consumed and are not the producers' until the release). The claim
- * then ends at @from; kevd_ring_release() still ends it.
- *
- * Context: the claimer (or its upcall); takes ring->cons_lock.
- */
-void kevd_ring_unclaim(struct kevd_ring *ring, struct kevd_claim *c, u32 from)
-{
-	u32 k = c->n - from, head, j;
-	unsigned long flags;
-
-	if (!k)
-		return;
-	spin_lock_irqsave(&ring->cons_lock, flags);
-	head = ring->head - k;
-	__kevd_ring_unaccount(ring, c->slots, c->mask, c->first + from, k);
-	/* downwards: the target may overlap the source, higher up */
-	for (j = k; j--; )
-		ring->slots[(head + j) & ring->mask] =
-			c->slots[(c->first + from + j) & c->mask];
-	ring->head = head;
-	/* no MANY batch runs beside a claim: none gives back behind these */
-	ring->nruns = 0;
-	spin_unlock_irqrestore(&ring->cons_lock, flags);
-	c->n = from;
-}
-
-/**
  * kevd_ring_push_front() - queue events ahead of everything queued.
  * @ring: the ring.
  * @evs: the events, in order; ->evd names their EVD.
@@ -564,15 +464,14 @@ void kevd_ring_unclaim(struct kevd_ring *ring, struct kevd_claim *c, u32 from)
  *	were delivered).
  *
  * For events a batch took and did not deliver because the upcall policy
- * changed (copied MANY batches, completions polled for direct delivery):
+ * changed (popped batches, completions polled for direct delivery):
  * they become the oldest queued events again. They may use the headroom:
  * they are already out of the CQ or the ring. MANY batches run side by
  * side and may give back in any order: events a batch that popped earlier
  * gave back stay ahead of these (struct kevd_ring_run), so the queue's
  * front is in the order the events were first queued.
  *
- * Context: no claim open (its claimer would be the caller); takes
- * ring->cons_lock, then ring->prod_lock.
+ * Context: any; takes ring->cons_lock, then ring->prod_lock.
  * Return: 0, or -ENOSPC when @k slots are not free (nothing queued).
  */
 int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
@@ -584,8 +483,7 @@ int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
 	spin_lock(&ring->prod_lock);
-	if (WARN_ON_ONCE(ring->cons != ring->head) ||
-	    ring->prod - ring->cons + ring->resv + k > kevd_ring_size(ring)) {
+	if (ring->prod - ring->head + ring->resv + k > kevd_ring_size(ring)) {
 		ret = -ENOSPC;
 		goto out;
 	}
@@ -609,9 +507,8 @@ int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
 				      head + ahead, k);
 		__kevd_ring_runs_add(ring, m, orig, k);
 	}
-	ring->head = head;
-	/* producers read cons under prod_lock, which we hold */
-	WRITE_ONCE(ring->cons, head);
+	/* producers read head under prod_lock, which we hold */
+	WRITE_ONCE(ring->head, head);
 out:
 	spin_unlock(&ring->prod_lock);
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
@@ -646,7 +543,7 @@ static int __kevd_ring_resize(struct kevd_ring *ring, u32 qlen, u32 from)
 	held = from ? 0 : ring->nfenced;
 	if (from && ring->mask + 1 != from)
 		ret = -EAGAIN;
-	else if (ring->prod - ring->cons + ring->resv + held > qlen)
+	else if (ring->prod - ring->head + ring->resv + held > qlen)
 		ret = -EBUSY;
 	if (ret) {
 		spin_unlock(&ring->prod_lock);
@@ -657,9 +554,6 @@ static int __kevd_ring_resize(struct kevd_ring *ring, u32 qlen, u32 from)
 	for (i = ring->head; i != ring->prod; i++)
 		slots[i & (size - 1)] = ring->slots[i & ring->mask];
 	old = ring->slots;
-	/* A claim reads the array it claimed from: keep that one alive. */
-	if (ring->cons != ring->head && !ring->stale)
-		swap(old, ring->stale);
 	ring->slots = slots;
 	WRITE_ONCE(ring->mask, size - 1);
 	spin_unlock(&ring->prod_lock);
@@ -675,10 +569,8 @@ static int __kevd_ring_resize(struct kevd_ring *ring, u32 qlen, u32 from)
  *
  * Events keep their indices: slot i of the old array goes to slot i of
  * the new one, so order, counts and lockless readers are unaffected.
- * Slots reserved by a CQ drain in flight, slots claimed by upcalls
- * running now (kevd_ring_claim()) and the fenced events (on the EVD, they
- * enter as room frees: kevd_ring_fence()) count as used; the claimed ones
- * stay in the old array, which the release frees.
+ * Slots reserved by a CQ drain in flight and the fenced events (on the
+ * EVD, they enter as room frees: kevd_ring_fence()) count as used.
  *
  * Context: process context; may sleep. Takes cons_lock, then prod_lock.
  * Return: 0, -EINVAL for a bad @qlen, -ENOMEM, or -EBUSY when more events

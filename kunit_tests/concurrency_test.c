@@ -557,7 +557,7 @@ static int resizer_sizes[] = { 4, 64, 16, 1024, 8, 200, 2 };
 /*
  * resize up and down while producers post and consumers take events: a
  * thread that dequeues and, with @upcall, SINGLE_INSTANCE upcalls, whose
- * batches are read in place while resizes replace the slot array.
+ * batches run while resizes replace the slot array.
  */
 static void resize_under_load(struct kunit *test, bool upcall)
 {

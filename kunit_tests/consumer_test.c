@@ -1018,6 +1018,133 @@ static void kevd_consumer_giveback_full_ring(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(g->evd), 0);
 }
 
+/* --- producers beside a SINGLE_INSTANCE upcall that blocks -------------- */
+
+#define SI_HOLD_FIRST	4	/* events of the batch whose upcall blocks */
+#define SI_HOLD_LAST	4	/* posted for the upcall while it blocks */
+#define SI_HOLD_ROUNDS	4	/* post-and-dequeue rounds, in queue lengths */
+
+/**
+ * struct si_hold - a SINGLE_INSTANCE upcall that blocks on its first call.
+ * @calls: invocations that returned.
+ * @entered: the first one runs.
+ * @release: it may return.
+ * @seen: the pointer of each invocation's software event.
+ */
+struct si_hold {
+	atomic_t calls;
+	struct completion entered;
+	struct completion release;
+	unsigned long seen[SI_HOLD_FIRST + SI_HOLD_LAST];
+};
+
+static void si_hold_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct si_hold *h = ctx;
+	int n = atomic_read(&h->calls);
+
+	if (n < ARRAY_SIZE(h->seen))
+		h->seen[n] = (unsigned long)ev->software.pointer;
+	if (!n) {
+		complete(&h->entered);
+		wait_for_completion(&h->release);
+	}
+	atomic_inc(&h->calls);
+}
+
+static void si_hold_release(void *ctx)
+{
+	struct si_hold *h = ctx;
+
+	complete_all(&h->release);
+}
+
+/*
+ * While a SINGLE_INSTANCE upcall blocks, the events its batch took and
+ * those other threads dequeue are off the queue: producers get their
+ * room back at once. A consumer that posts and dequeues in a thread
+ * while its upcall waits (here, the test thread) loses nothing: no
+ * -ENOSPC for software events, no overflow of connection events, and
+ * the batch and what was posted for the upcall are delivered in order.
+ */
+static void kevd_consumer_si_blocked_room(struct kunit *test)
+{
+	struct kevd_event conn = {
+		.event_number = KEVD_CONNECTION_EVENT_ESTABLISHED,
+	};
+	struct kevd_upcall up = { si_hold_upcall, NULL };
+	struct kevd_event ev;
+	struct kevd_param p;
+	struct si_hold *h;
+	struct kevd *evd;
+	u32 i, qlen;
+	int rc = 0;
+
+	/* not the test's: a failed assertion leaves the upcall using it */
+	h = kzalloc(sizeof(*h), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, h);
+	init_completion(&h->entered);
+	init_completion(&h->release);
+	/* the upcall returns also if an assertion ends the test */
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, si_hold_release,
+							h), 0);
+	up.ctx = h;
+	evd = cons_create(test, 8, KEVD_SOFTWARE_FLAG | KEVD_CONNECTION_FLAG,
+			  KEVD_UPCALL_DISABLE, &up, NULL);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	qlen = p.qlen;
+	for (i = 0; i < SI_HOLD_FIRST; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, (void *)(uintptr_t)i),
+				0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd,
+						 KEVD_UPCALL_SINGLE_INSTANCE,
+						 &up, KEVD_UPCALL_INVOC_ANY), 0);
+	/* bounded below the hung-task report */
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&h->entered,
+							  20 * HZ), 0UL);
+	KUNIT_EXPECT_EQ(test, cons_count(evd), 0U);
+
+	/* the whole queue length for software events */
+	for (i = 0; i < qlen && !rc; i++) {
+		rc = kevd_post_se(evd, (void *)(uintptr_t)(100 + i));
+		KUNIT_EXPECT_EQ_MSG(test, rc, 0, "post %u of %u", i + 1, qlen);
+	}
+	for (i = 0; i < qlen && !rc; i++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+		KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer,
+				    (void *)(uintptr_t)(100 + i));
+	}
+	/* dequeued events give their slots back at once */
+	for (i = 0; i < SI_HOLD_ROUNDS * qlen && !rc; i++) {
+		rc = kevd_post_event(evd, &conn);
+		KUNIT_EXPECT_EQ_MSG(test, rc, 0, "round %u", i);
+		if (!rc) {
+			KUNIT_ASSERT_EQ(test, kevd_dequeue(evd, &ev), 0);
+			KUNIT_EXPECT_EQ(test, ev.event_number,
+					(u32)KEVD_CONNECTION_EVENT_ESTABLISHED);
+		}
+	}
+	KUNIT_EXPECT_FALSE(test, cons_state(evd) & KEVD_STATE_OVERFLOWED);
+
+	for (i = 0; i < SI_HOLD_LAST; i++)
+		KUNIT_EXPECT_EQ(test, kevd_post_se(evd,
+						   (void *)(uintptr_t)(200 + i)),
+				0);
+	kunit_release_action(test, si_hold_release, h);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&h->calls,
+						     ARRAY_SIZE(h->seen)));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&h->calls), (int)ARRAY_SIZE(h->seen));
+	for (i = 0; i < SI_HOLD_FIRST; i++)
+		KUNIT_EXPECT_EQ(test, h->seen[i], (unsigned long)i);
+	for (i = 0; i < SI_HOLD_LAST; i++)
+		KUNIT_EXPECT_EQ(test, h->seen[SI_HOLD_FIRST + i],
+				(unsigned long)(200 + i));
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	kfree(h);
+}
+
 /* --- documented promises (Documentation/kevd/api.rst) -------------------- */
 
 /*
@@ -5090,7 +5217,7 @@ static void drain_upcall(void *ctx, const struct kevd_event *ev, bool more)
 /*
  * An upcall that dequeues what follows its event gets the events in
  * order, each once: first those the poller took for upcalls after it,
- * then the ring. Software events (a batch read in place) and
+ * then the ring. Software events (a batch popped from the ring) and
  * completions the poller takes straight from the CQ.
  */
 static void kevd_consumer_drain_in_upcall(struct kunit *test)
@@ -6029,6 +6156,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_create_on_async_being_freed),
 	KUNIT_CASE(kevd_consumer_resize_while_freed),
 	KUNIT_CASE(kevd_consumer_free_while_freed),
+	KUNIT_CASE(kevd_consumer_si_blocked_room),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),

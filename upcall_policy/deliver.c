@@ -5,19 +5,18 @@
  *
  * A batch: under evd->lock the poller snapshots the policy, the upcall
  * object and the INVOC_NEW gate, and counts the batch in
- * evd->upcalls_running; it takes up to KEVD_BATCH events in place
- * (SINGLE_INSTANCE) or copies up to KEVD_MANY_BATCH (MANY) (one lock
- * round-trip, and one more to give in-place slots back), calls the upcall
- * for each, then uncounts the batch with an atomic (no lock) and wakes
- * TEARDOWN/free if one sleeps. Events taken are delivered exactly once:
+ * evd->upcalls_running; it copies up to KEVD_BATCH events (SINGLE_INSTANCE)
+ * or KEVD_MANY_BATCH (MANY) out of the ring into the poller's scratch
+ * (one lock round-trip: their slots are the producers' again at once,
+ * however long the upcalls take), calls the upcall for each, then
+ * uncounts the batch with an atomic (no lock) and wakes TEARDOWN/free if
+ * one sleeps. Events taken are delivered exactly once:
  * by this batch, or, after a policy change, by whoever takes them from
  * the head of the EVD where the batch gave them back (below).
  *
  *   SINGLE_INSTANCE: the owner delivers; ownership is exclusive, so two
- *	upcalls of one EVD never overlap. The batch is claimed in the ring
- *	and the upcalls read the slots in place (kevd_ring_claim()): an event
- *	is written once, by the CQ drain or the poster, and never copied.
- *	While the ring is empty, completions skip it: the owner polls the CQ
+ *	upcalls of one EVD never overlap. While the ring is empty,
+ *	completions skip it: the owner polls the CQ
  *	and calls the upcall for each (kevd_deliver_direct()), under one
  *	policy snapshot per pass (struct kevd_direct).
  *   MANY: the owner pops (copies) the batch, and if more events wait,
@@ -240,8 +239,7 @@ static void kevd_notify_owe(struct kevd *evd)
  * @from: the first event not delivered.
  *
  * They go back to the head of the EVD, in order, and the batch ends at
- * @from: in-place events are unclaimed, copies and polled completions are
- * pushed to the front.
+ * @from: popped events and polled completions are pushed to the front.
  *
  * Context: the poller thread of the batch (after an upcall, or inside
  * one through kevd_modify_upcall()); may sleep.
@@ -253,9 +251,7 @@ void kevd_batch_return(struct kevd_batch *b, u32 from)
 
 	if (!k)
 		return;
-	if (b->claim) {
-		kevd_ring_unclaim(&evd->ring, b->claim, from);
-	} else if (b->wcs) {
+	if (b->wcs) {
 		/* a direct batch, counted when handed (kevd_deliver_direct()) */
 		evd->postats.direct -= k;
 		kevd_push_front_wcs(evd, b->wcs + from, k);
@@ -267,7 +263,7 @@ void kevd_batch_return(struct kevd_batch *b, u32 from)
 	kevd_wake_waiter(evd);
 }
 
-enum kevd_batch_kind { KEVD_BATCH_CLAIM, KEVD_BATCH_WCS, KEVD_BATCH_EVS };
+enum kevd_batch_kind { KEVD_BATCH_WCS, KEVD_BATCH_EVS };
 
 /*
  * The upcall's more_events: another event follows in the batch, or the
@@ -292,10 +288,7 @@ static __always_inline void kevd_batch_loop(struct kevd_batch *b,
 	/* what no upcall changes, in registers across the calls */
 	struct kevd *evd = b->evd;
 	const u32 gen = b->gen;
-	const struct kevd_event *slots = kind == KEVD_BATCH_CLAIM ?
-		b->claim->slots : b->evs;
-	const u32 first = kind == KEVD_BATCH_CLAIM ? b->claim->first : 0;
-	const u32 mask = kind == KEVD_BATCH_CLAIM ? b->claim->mask : U32_MAX;
+	const struct kevd_event *evs = b->evs;
 	const struct ib_wc *wcs = b->wcs;
 	const struct kevd_event *ev;
 	struct kevd_event conv;
@@ -311,7 +304,7 @@ static __always_inline void kevd_batch_loop(struct kevd_batch *b,
 			kevd_cq_convert(evd, &wcs[i], &conv);
 			ev = &conv;
 		} else {
-			ev = &slots[(first + i) & mask];
+			ev = &evs[i];
 		}
 		upcall->func(upcall->ctx, ev, kevd_batch_more(b, i));
 	}
@@ -322,15 +315,11 @@ static __always_inline void kevd_batch_loop(struct kevd_batch *b,
  * or the policy changed. Returns the number of invocations.
  */
 static u32 kevd_batch_run(struct kevd_poller *p, struct kevd_batch *b,
-			  const struct kevd_upcall *upcall)
+			  const struct kevd_upcall *upcall, int policy)
 {
-	int policy = b->evs ? KEVD_UPCALL_MANY : KEVD_UPCALL_SINGLE_INSTANCE;
-
 	trace_kevd_upcall_batch_begin(b->evd, policy, b->n);
 	kevd_poller_upcall_begin(p, b->evd, b);
-	if (b->claim)
-		kevd_batch_loop(b, upcall, KEVD_BATCH_CLAIM);
-	else if (b->wcs)
+	if (b->wcs)
 		kevd_batch_loop(b, upcall, KEVD_BATCH_WCS);
 	else
 		kevd_batch_loop(b, upcall, KEVD_BATCH_EVS);
@@ -360,25 +349,6 @@ static u32 kevd_batch_run_wcs(struct kevd_poller *p, struct kevd_batch *b,
 	kevd_poller_upcall_end(p, b->evd);
 	trace_kevd_upcall_batch_end(b->evd, KEVD_UPCALL_SINGLE_INSTANCE, b->n);
 	return b->n;
-}
-
-/* SINGLE_INSTANCE: a batch read in place; ownership makes it the only one. */
-static u32 kevd_deliver_in_place(struct kevd *evd, struct kevd_poller *p,
-				 const struct kevd_upcall *upcall, u32 gen,
-				 u32 max)
-{
-	struct kevd_claim c;
-	struct kevd_batch b = { .evd = evd, .gen = gen, .claim = &c };
-	u32 n;
-
-	kevd_assert_owner(evd);	/* the ring's one claimer */
-	if (!kevd_ring_claim(&evd->ring, max, &c))
-		return 0;
-	b.n = c.n;
-	n = kevd_batch_run(p, &b, upcall);
-	evd->postats.upcalls += n;
-	kevd_ring_release(&evd->ring);
-	return n;
 }
 
 /*
@@ -503,7 +473,8 @@ int kevd_deliver_direct(struct kevd *evd, struct kevd_poller *p,
 		done = kevd_batch_run_wcs(p, &b, &d->upcall);
 		evd->postats.upcalls += !!done;	/* one invocation */
 	} else {
-		done = kevd_batch_run(p, &b, &d->upcall);
+		done = kevd_batch_run(p, &b, &d->upcall,
+				      KEVD_UPCALL_SINGLE_INSTANCE);
 		evd->postats.upcalls += done;
 	}
 	/* delivered: by its upcall, or by a dequeue inside one */
@@ -535,7 +506,7 @@ void kevd_batch_revoke(struct kevd *evd)
  * kevd_deliver() - deliver one batch of upcalls, as the policy says.
  * @evd: the EVD; the caller (@p) owns it.
  * @p: the poller.
- * @evs: room for KEVD_MANY_BATCH events.
+ * @evs: room for KEVD_BATCH events.
  * @budget: at most this many events.
  * @handed_off: set when ownership went to another poller (MANY); the
  *	caller must not touch @evd afterwards.
@@ -573,15 +544,10 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 		kevd_deliver_end(evd, policy);
 		return n;
 	}
-	if (policy == KEVD_UPCALL_SINGLE_INSTANCE) {
-		n = kevd_deliver_in_place(evd, p, &upcall, b.gen,
-					  min_t(u32, budget, KEVD_BATCH));
-		kevd_deliver_end(evd, policy);
-		return n;
-	}
-
-	n = kevd_ring_pop(&evd->ring, evs, min_t(u32, budget, KEVD_MANY_BATCH),
-			  &b.first, &evd->upcall_gen, b.gen);
+	n = min_t(u32, budget, policy == KEVD_UPCALL_MANY ? KEVD_MANY_BATCH :
+							   KEVD_BATCH);
+	n = kevd_ring_pop(&evd->ring, evs, n, &b.first, &evd->upcall_gen,
+			  b.gen);
 	if (!n) {
 		kevd_deliver_end(evd, policy);
 		return 0;
@@ -599,7 +565,7 @@ u32 kevd_deliver(struct kevd *evd, struct kevd_poller *p,
 			kevd_put(evd);
 	}
 
-	n = kevd_batch_run(p, &b, &upcall);
+	n = kevd_batch_run(p, &b, &upcall, policy);
 	/* after a hand-off the next owner writes postats: not ours now */
 	if (*handed_off)
 		atomic64_add(n, &evd->handed_upcalls);

@@ -321,8 +321,7 @@ struct kevd_event {
  * typedef kevd_upcall_func - a consumer upcall.
  * @ctx: the instance data of the upcall object.
  * @ev: the event; NULL for a %KEVD_UPCALL_NOTIFY doorbell. It is valid
- *	only until the upcall returns (under SINGLE_INSTANCE it is the slot
- *	of the EVD's ring itself): copy what is needed later.
+ *	only until the upcall returns: copy what is needed later.
  * @more_events: true if, when the upcall was invoked, more events were
  *	queued on the EVD or taken for delivery after this one.
  *
@@ -475,8 +474,7 @@ struct kevd_stats {
 /**
  * struct kevd_param - what kevd_query() reports.
  * @qlen: actual queue length.
- * @count: events queued now (not those an upcall batch is delivering,
- *	which keep their slots until it ends: kevd_post_se()).
+ * @count: events queued now (not those an upcall batch is delivering).
  * @upcall_policy: current policy.
  * @upcall_flag: current upcall flag.
  * @upcall: current upcall object.
