@@ -946,7 +946,7 @@ static void kevd_consumer_null_stats_and_attr(struct kunit *test)
 
 /* --- a give-back into a ring that producers filled ---------------------- */
 
-#define GB_FIRST	4	/* the MANY batch: fewer than the headroom */
+#define GB_FIRST	4	/* the batch: fewer than the headroom */
 
 struct giveback {
 	struct kevd *evd;
@@ -957,9 +957,10 @@ struct giveback {
 };
 
 /*
- * The first upcall of a MANY batch fills the whole ring, headroom
- * included, with connection events, then disables upcalls: the three
- * events left in its batch must go back ahead of them.
+ * The first upcall of a batch (MANY, or SINGLE_INSTANCE: both copy their
+ * batch out of the ring) fills the whole ring, headroom included, with
+ * connection events, then disables upcalls: the three events left in its
+ * batch must go back ahead of them, the ring growing to take them.
  */
 static void giveback_upcall(void *ctx, const struct kevd_event *ev,
 			    bool more)
@@ -978,8 +979,15 @@ static void giveback_upcall(void *ctx, const struct kevd_event *ev,
 	complete(&g->done);
 }
 
+static const int giveback_policies[] = {
+	KEVD_UPCALL_SINGLE_INSTANCE, KEVD_UPCALL_MANY,
+};
+
+KUNIT_ARRAY_PARAM(giveback_policy, giveback_policies, stall_desc);
+
 static void kevd_consumer_giveback_full_ring(struct kunit *test)
 {
+	const int policy = *(const int *)test->param_value;
 	struct giveback *g = kunit_kzalloc(test, sizeof(*g), GFP_KERNEL);
 	struct kevd_upcall up = { giveback_upcall, g };
 	struct kevd_event ev;
@@ -992,7 +1000,7 @@ static void kevd_consumer_giveback_full_ring(struct kunit *test)
 	for (i = 0; i < GB_FIRST; i++)
 		KUNIT_ASSERT_EQ(test, kevd_post_se(g->evd, (void *)(uintptr_t)i),
 				0);
-	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(g->evd, KEVD_UPCALL_MANY, NULL,
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(g->evd, policy, NULL,
 						 KEVD_UPCALL_INVOC_ANY), 0);
 	KUNIT_ASSERT_GT_MSG(test, wait_for_completion_timeout(&g->done,
 							      CONS_WAIT), 0UL,
@@ -6176,7 +6184,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_inside_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_external_disable,
 			 ext_policy_gen_params),
-	KUNIT_CASE(kevd_consumer_giveback_full_ring),
+	KUNIT_CASE_PARAM(kevd_consumer_giveback_full_ring,
+			 giveback_policy_gen_params),
 	KUNIT_CASE(kevd_consumer_fifo_across_streams),
 	KUNIT_CASE(kevd_consumer_headroom_and_overflow),
 	KUNIT_CASE(kevd_consumer_query_fields),
