@@ -956,6 +956,9 @@ EXPORT_SYMBOL_GPL(kevd_query);
  * @evd: the EVD.
  * @unwaitable: true: the current and every later wait returns -ECANCELED.
  *
+ * The current wait returns -ECANCELED also when a call with false follows
+ * before it woke up: it was cancelled.
+ *
  * Context: any.
  * Return: 0, or -EINVAL for a NULL @evd.
  */
@@ -966,10 +969,14 @@ int kevd_set_unwaitable(struct kevd *evd, bool unwaitable)
 	if (!evd)
 		return -EINVAL;
 	spin_lock_irqsave(&evd->lock, flags);
-	if (unwaitable)
+	if (unwaitable) {
 		WRITE_ONCE(evd->state, evd->state | KEVD_STATE_UNWAITABLE);
-	else
+		/* the current wait ends, whatever comes before it wakes */
+		if (evd->waiter)
+			WRITE_ONCE(evd->wait_cancelled, true);
+	} else {
 		WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_UNWAITABLE);
+	}
 	/*
 	 * Under the lock: the waiter unregisters under it, and may then
 	 * free the EVD (cancel, then free) before a wake-up after it.
@@ -980,12 +987,18 @@ int kevd_set_unwaitable(struct kevd *evd, bool unwaitable)
 }
 EXPORT_SYMBOL_GPL(kevd_set_unwaitable);
 
+/* Was the registered wait cancelled (kevd_set_unwaitable())? */
+static bool kevd_wait_cancelled(struct kevd *evd)
+{
+	return READ_ONCE(evd->wait_cancelled) ||
+	       (READ_ONCE(evd->state) & KEVD_STATE_UNWAITABLE);
+}
+
 /* The last batch to end wakes evd->wq (kevd_deliver_end()). */
 static bool kevd_wait_ready(struct kevd *evd, u32 threshold)
 {
 	return (kevd_ring_count(&evd->ring) >= threshold &&
-		!kevd_batches_held(evd)) ||
-	       (READ_ONCE(evd->state) & KEVD_STATE_UNWAITABLE);
+		!kevd_batches_held(evd)) || kevd_wait_cancelled(evd);
 }
 
 /*
@@ -1047,6 +1060,7 @@ static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps,
 		ret = -EDEADLK;
 	if (!ret) {
 		WRITE_ONCE(evd->waiter, current);
+		WRITE_ONCE(evd->wait_cancelled, false);
 		evd->wait_threshold = threshold;
 		/* a pull passes over a CQ: only then may the waiter pass */
 		if (evd->cq)
@@ -1196,7 +1210,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 			cond_resched();
 			continue;
 		}
-		if (READ_ONCE(evd->state) & KEVD_STATE_UNWAITABLE) {
+		if (kevd_wait_cancelled(evd)) {
 			ret = -ECANCELED;
 			break;
 		}

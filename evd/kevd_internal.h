@@ -258,6 +258,9 @@ struct kevd_direct {
  *	to the ring's head since (kevd_batch_return()): they arrived without
  *	moving ring.prod, and NOTIFY rings for them as for an arrival.
  * @waiter: the thread in kevd_wait(), or NULL.
+ * @wait_cancelled: kevd_set_unwaitable() cancelled that wait: it returns
+ *	-ECANCELED even if the EVD was made waitable again before it woke.
+ *	Written under @lock, read without it.
  * @wait_threshold: its threshold.
  * @wait_poller: the waiter's poller, when the waiter is a poller thread
  *	(an upcall of another EVD, or a timeout-0 wait in one of this EVD)
@@ -358,6 +361,7 @@ struct kevd {
 	bool notify_stall_rung;
 	bool notify_owed;
 	struct task_struct *waiter;
+	bool wait_cancelled;
 	u32 wait_threshold;
 	struct kevd_poller *wait_poller;
 	u32 resize_qlen;

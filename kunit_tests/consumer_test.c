@@ -1387,6 +1387,59 @@ static void kevd_consumer_wait_signal(struct kunit *test)
 }
 
 /*
+ * kevd_set_unwaitable(true) cancels the current wait even when a call
+ * with false follows before the waiter wakes: the waiter and this thread
+ * share one CPU, and both calls are made without preemption between
+ * them. Before, the waiter woke to a waitable EVD and slept on until its
+ * timeout.
+ */
+static void kevd_consumer_unwaitable_cancels_current(struct kunit *test)
+{
+	struct cons_waiter *w = cons_waiter_new(test, 10 * USEC_PER_SEC, 1);
+	unsigned long end = jiffies + CONS_WAIT;
+	struct task_struct *t;
+	struct kevd_event ev;
+	bool asleep;
+	u32 nmore;
+	int cpu;
+
+	cpu = raw_smp_processor_id();
+	KUNIT_ASSERT_EQ(test, set_cpus_allowed_ptr(current, cpumask_of(cpu)),
+			0);
+	t = kthread_create(cons_waiter_fn, w, "kevd_cons_cancel");
+	if (IS_ERR(t)) {
+		set_cpus_allowed_ptr(current, cpu_possible_mask);
+		KUNIT_FAIL(test, "kthread_create: %ld", PTR_ERR(t));
+		return;
+	}
+	get_task_struct(t);
+	kthread_bind(t, cpu);
+	wake_up_process(t);
+	do {
+		asleep = (cons_state(w->evd) & KEVD_STATE_WAITED) &&
+			 (READ_ONCE(t->__state) & TASK_INTERRUPTIBLE);
+		if (!asleep)
+			schedule_timeout_uninterruptible(1);
+	} while (!asleep && time_before(jiffies, end));
+	KUNIT_EXPECT_TRUE(test, asleep);
+	preempt_disable();
+	kevd_set_unwaitable(w->evd, true);
+	kevd_set_unwaitable(w->evd, false);
+	preempt_enable();
+	set_cpus_allowed_ptr(current, cpu_possible_mask);
+	KUNIT_EXPECT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
+			0UL);
+	kthread_stop(t);
+	put_task_struct(t);
+	KUNIT_EXPECT_EQ(test, w->rc, -ECANCELED);
+	KUNIT_EXPECT_EQ(test, cons_state(w->evd) & KEVD_STATE_WAITED, 0U);
+	/* the EVD is waitable again */
+	KUNIT_EXPECT_EQ(test, kevd_post_se(w->evd, (void *)1), 0);
+	KUNIT_EXPECT_EQ(test, kevd_wait(w->evd, 0, 1, &ev, &nmore), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(w->evd), 0);
+}
+
+/*
  * The timeout of kevd_wait() shrinks across wake-ups: woken again and
  * again (far more often than every 2 s) by an event that never makes the
  * threshold (it is taken again at once), a 2 s wait still times out.
@@ -6165,6 +6218,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_resize_while_freed),
 	KUNIT_CASE(kevd_consumer_free_while_freed),
 	KUNIT_CASE(kevd_consumer_si_blocked_room),
+	KUNIT_CASE(kevd_consumer_unwaitable_cancels_current),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
