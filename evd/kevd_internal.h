@@ -256,7 +256,9 @@ struct kevd_direct {
  * @notify_stall_rung: that doorbell was for a stalled CQ, not an arrival.
  * @notify_owed: completions a direct batch polled and did not deliver went
  *	to the ring's head since (kevd_batch_return()): they arrived without
- *	moving ring.prod, and NOTIFY rings for them as for an arrival.
+ *	moving ring.prod, and NOTIFY rings for them as for an arrival; or a
+ *	change to NOTIFY (INVOC_ANY) from another policy or upcall owes a
+ *	doorbell for what is queued (kevd_modify_upcall()).
  * @waiter: the thread in kevd_wait(), or NULL.
  * @wait_cancelled: kevd_set_unwaitable() cancelled that wait: it returns
  *	-ECANCELED even if the EVD was made waitable again before it woke.

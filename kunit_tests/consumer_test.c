@@ -789,6 +789,124 @@ out:
 	KUNIT_EXPECT_EQ(test, atomic_read(&x->calls), 1);
 }
 
+/* Doorbells of two NOTIFY objects, and a SINGLE_INSTANCE upcall. */
+struct bell_pair {
+	struct kevd *evd;
+	atomic_t a, b;
+	atomic_t si_calls;
+	struct kevd_upcall up_a;
+	int rc;
+};
+
+static void bell_a_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct bell_pair *bp = ctx;
+
+	atomic_inc(&bp->a);
+}
+
+static void bell_b_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct bell_pair *bp = ctx;
+
+	atomic_inc(&bp->b);
+}
+
+/* The first SINGLE_INSTANCE upcall goes back to NOTIFY on object a. */
+static void bell_si_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct bell_pair *bp = ctx;
+
+	if (atomic_inc_return(&bp->si_calls) == 1)
+		bp->rc = kevd_modify_upcall(bp->evd, KEVD_UPCALL_NOTIFY,
+					    &bp->up_a, KEVD_UPCALL_INVOC_ANY);
+}
+
+/*
+ * A change to NOTIFY with INVOC_ANY rings for the events queued then,
+ * also when an earlier doorbell announced them: to a new object (a's
+ * doorbell rang, then b replaces a), and after SINGLE_INSTANCE gave
+ * events back (a rang once for three events, SINGLE_INSTANCE took them,
+ * and its first upcall went back to NOTIFY on a: the other two are
+ * queued).
+ * A call that changes nothing rings nothing. Before, neither b nor a
+ * rang again: the events sat queued, unannounced.
+ */
+static void bell_pair_free(void *ctx)
+{
+	struct bell_pair *bp = ctx;
+
+	kevd_free(bp->evd);
+}
+
+static void kevd_consumer_notify_rings_queued(struct kunit *test)
+{
+	struct bell_pair *bp = kunit_kzalloc(test, sizeof(*bp), GFP_KERNEL);
+	struct kevd_upcall up_b = { bell_b_upcall, NULL };
+	struct kevd_upcall up_si = { bell_si_upcall, NULL };
+	struct kevd_event ev;
+	unsigned long i;
+
+	KUNIT_ASSERT_NOT_NULL(test, bp);
+	bp->up_a = (struct kevd_upcall){ bell_a_upcall, bp };
+	up_b.ctx = bp;
+	up_si.ctx = bp;
+	bp->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			      NULL, NULL);
+	/* a failed assertion frees it before @bp goes */
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, bell_pair_free,
+							bp), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(bp->evd, KEVD_UPCALL_NOTIFY,
+						 &bp->up_a,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(bp->evd, (void *)1), 0);
+	KUNIT_ASSERT_TRUE(test, kevd_test_wait_count(&bp->a, 1));
+
+	/* a new object */
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(bp->evd, KEVD_UPCALL_NOTIFY,
+						 &up_b, KEVD_UPCALL_INVOC_ANY),
+			0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&bp->b, 1));
+	/* the same again: nothing new */
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(bp->evd, KEVD_UPCALL_NOTIFY,
+						 &up_b, KEVD_UPCALL_INVOC_ANY),
+			0);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(&bp->a), 1);
+	KUNIT_EXPECT_EQ(test, atomic_read(&bp->b), 1);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(bp->evd, &ev), 0);
+
+	/* one doorbell for three, then SINGLE_INSTANCE gives two back */
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(bp->evd, KEVD_UPCALL_DISABLE,
+						 NULL, 0), 0);
+	for (i = 1; i <= 3; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(bp->evd, (void *)i), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(bp->evd, KEVD_UPCALL_NOTIFY,
+						 &bp->up_a,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_ASSERT_TRUE(test, kevd_test_wait_count(&bp->a, 2));
+	kevd_test_flush_pollers(test);
+	KUNIT_ASSERT_EQ(test, atomic_read(&bp->a), 2);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(bp->evd,
+						 KEVD_UPCALL_SINGLE_INSTANCE,
+						 &up_si, KEVD_UPCALL_INVOC_ANY),
+			0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&bp->si_calls, 1));
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&bp->a, 3));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(bp->evd, KEVD_UPCALL_DISABLE,
+						 NULL, 0), 0);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, bp->rc, 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&bp->si_calls), 1);
+	for (i = 2; i <= 3; i++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(bp->evd, &ev), 0);
+		KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, (void *)i);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(bp->evd, &ev), -EAGAIN);
+	kunit_remove_action(test, bell_pair_free, bp);
+	KUNIT_EXPECT_EQ(test, kevd_free(bp->evd), 0);
+}
+
 /*
  * An EVD with the DTO and software streams on @hca's fake CQ (@qlen,
  * @cq_depth), upcalls @up under SINGLE_INSTANCE, INVOC_ANY.
@@ -6218,6 +6336,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_resize_while_freed),
 	KUNIT_CASE(kevd_consumer_free_while_freed),
 	KUNIT_CASE(kevd_consumer_si_blocked_room),
+	KUNIT_CASE(kevd_consumer_notify_rings_queued),
 	KUNIT_CASE(kevd_consumer_unwaitable_cancels_current),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),

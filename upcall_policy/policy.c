@@ -13,9 +13,10 @@
  *   any -> TEARDOWN: returns after the last upcall in progress returned.
  *
  * INVOC_ANY fires at once for events already queued when upcalls are
- * enabled; INVOC_NEW closes a gate at the current producer index and the
- * poller delivers nothing until an event arrives after it (then the queue
- * is delivered in order, older events first).
+ * enabled, and so does a change to NOTIFY from another policy or to
+ * another doorbell object; INVOC_NEW closes a gate at the current
+ * producer index and the poller delivers nothing until an event arrives
+ * after it (then the queue is delivered in order, older events first).
  */
 #include "kevd_internal.h"
 
@@ -42,6 +43,14 @@ static void kevd_set_gate(struct kevd *evd, int flag)
 	evd->notify_prod = evd->gate_new ? prod : prod - 1;
 	evd->notify_stall_rung = false;
 	evd->notify_owed = false;
+}
+
+/* Do two upcall objects call the same function with the same context? */
+static bool kevd_upcall_same(const struct kevd_upcall *a,
+			     const struct kevd_upcall *b)
+{
+	return a->func == b->func && a->wc_func == b->wc_func &&
+	       a->ctx == b->ctx;
 }
 
 /**
@@ -94,6 +103,12 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 	else if (enable && evd->waiter)
 		ret = -EBUSY;
 	if (!ret) {
+		/* a new doorbell hears of what is queued (INVOC_ANY) */
+		if (policy == KEVD_UPCALL_NOTIFY &&
+		    flag == KEVD_UPCALL_INVOC_ANY &&
+		    (evd->policy != KEVD_UPCALL_NOTIFY ||
+		     (upcall && !kevd_upcall_same(upcall, &evd->upcall))))
+			evd->notify_owed = true;
 		if (upcall)
 			evd->upcall = *upcall;
 		if (enable && (!kevd_upcalls_enabled(evd->policy) ||
