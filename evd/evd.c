@@ -192,10 +192,18 @@ static void kevd_cq_event(struct ib_event *event, void *ctx)
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (!first)
 		return;
+	/*
+	 * Once the pass below released the held events, or the overflow
+	 * event is on the async EVD, a consumer may free this EVD, and not
+	 * every provider waits for this handler before it destroys the CQ:
+	 * the EVD's memory lasts until a grace period after its free.
+	 */
+	rcu_read_lock();
 	kevd_ring_count_lost(&evd->ring, KEVD_STREAM_DTO, 0, 1);
-	kevd_raise_overflow(evd, KEVD_STREAM_DTO);
 	/* connection events held behind a CQ that fails its polls go now */
 	kevd_schedule(evd);
+	kevd_raise_overflow(evd, KEVD_STREAM_DTO);
+	rcu_read_unlock();
 }
 
 /**
