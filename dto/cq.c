@@ -682,7 +682,14 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
 		}
 		done += n;
 		if (n < resv) {
-			*empty = !evd->has_parked;
+			/*
+			 * a short poll is an empty CQ, unless it was short
+			 * because its last ib_poll_cq() failed (the gated
+			 * and marker polls return what they got before)
+			 */
+			*empty = !evd->has_parked &&
+				 (!evd->poll_failed ||
+				  READ_ONCE(evd->cq_error_reported));
 			break;
 		}
 	}

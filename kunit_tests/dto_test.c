@@ -1527,6 +1527,75 @@ static void kevd_dto_gate_holds_qp(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* Polls from the hook's install on; the second one fails (-EIO). */
+static void fail_second_poll(struct ib_cq *cq, void *ctx)
+{
+	int n = atomic_inc_return((atomic_t *)ctx);
+
+	if (n == 2)
+		fake_cq_fail_polls(cq, -EIO);
+	else if (n == 3)
+		fake_cq_fail_polls(cq, 0);
+}
+
+/*
+ * A poll that comes back short because its last ib_poll_cq() failed is
+ * no empty CQ: a connection event held behind the CQ stays held. A gate
+ * (of QP A, which completes nothing) makes the poll take one completion
+ * at a time: B0 comes, the next poll fails. B's DISCONNECTED must come
+ * after B1, still in the CQ. Before, the short poll released it between
+ * B0 and B1. Notifications are muted: only the DISCONNECTED's pass and
+ * the consumer's pull poll.
+ */
+static void kevd_dto_failed_poll_holds_fenced(struct kunit *test)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+	};
+	atomic_t *polls = kunit_kzalloc(test, sizeof(*polls), GFP_KERNEL);
+	struct ib_qp *qa, *qb;
+	struct kevd_gate gate;
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	struct kevd *evd;
+	struct ib_cq *cq;
+	int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, polls);
+	evd = gate_env(test, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, &hca, &qa,
+		       &qb);
+	cq = kevd_cq(evd);
+	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(cq, U16_MAX, 0), 0);
+	kevd_test_flush_pollers(test);
+	kevd_cq_gate(evd, &gate, qa);
+	gate_add(test, cq, qb, 0);
+	gate_add(test, cq, qb, 1);
+	fake_cq_set_poll_hook(cq, fail_second_poll, polls);
+	disc.connection.ep = qb;
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_GE(test, atomic_read(polls), 2);
+	for (i = 0; i < 3; i++) {
+		/* no assertion: the gate on the stack must go first */
+		if (gate_take(evd, &ev)) {
+			KUNIT_FAIL(test, "event %d did not come", i);
+			break;
+		}
+		if (i < 2) {
+			KUNIT_EXPECT_EQ(test, ev.event_number,
+					(u32)KEVD_DTO_COMPLETION_EVENT);
+			KUNIT_EXPECT_EQ(test, ev.dto.cookie, (u64)i);
+		} else {
+			KUNIT_EXPECT_EQ(test, ev.event_number,
+					(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+		}
+	}
+	fake_cq_set_poll_hook(cq, NULL, NULL);
+	kevd_cq_ungate(evd, &gate);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /*
  * kevd_cq_flush_qp() gives up after KEVD_FLUSH_WAIT when a gate of
  * another QP holds the CQ; its caller destroys the QP anyway, and ib_core
@@ -2404,6 +2473,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_free_with_qp),
 	KUNIT_CASE(kevd_dto_post_ib_event),
 	KUNIT_CASE(kevd_dto_gate_holds_qp),
+	KUNIT_CASE(kevd_dto_failed_poll_holds_fenced),
 	KUNIT_CASE(kevd_dto_hold_arms_any),
 	KUNIT_CASE(kevd_dto_hold_orders_flushes),
 	KUNIT_CASE(kevd_dto_hold_expires),
