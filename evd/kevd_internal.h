@@ -451,7 +451,16 @@ int kevd_ring_qlen_for(const struct kevd_ring *ring, u32 qlen, u32 *actual);
  */
 static inline u32 kevd_ring_count(const struct kevd_ring *ring)
 {
-	return READ_ONCE(ring->prod) - READ_ONCE(ring->head);
+	/*
+	 * head first: prod never falls behind a head read before it, so
+	 * the count never wraps (read the other way round, events posted
+	 * and taken between the two loads made it about 2^32). It may
+	 * still count events taken between the loads: never beyond the
+	 * ring.
+	 */
+	u32 head = smp_load_acquire(&ring->head);
+
+	return min(READ_ONCE(ring->prod) - head, READ_ONCE(ring->mask) + 1);
 }
 
 size_t kevd_ring_bytes(const struct kevd_ring *ring);

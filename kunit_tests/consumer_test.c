@@ -1144,6 +1144,55 @@ static void kevd_consumer_giveback_full_ring(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(g->evd), 0);
 }
 
+/* --- the count of a busy EVD ------------------------------------------- */
+
+#define CHURN_QUERIES	50000	/* kevd_query() calls beside the churn */
+
+static int churn_fn(void *data)
+{
+	struct kevd *evd = data;
+	struct kevd_event ev;
+
+	while (!kthread_should_stop()) {
+		if (!kevd_post_se(evd, NULL))
+			kevd_dequeue(evd, &ev);
+		cond_resched();
+	}
+	return 0;
+}
+
+/*
+ * The count kevd_query() reports never exceeds the queue length, while
+ * another thread posts and dequeues as fast as it can. Before, the count
+ * read prod, then head: an event posted and taken between the two loads
+ * made it wrap to about 2^32 (on SMP; one CPU never interleaves them).
+ */
+static void kevd_consumer_count_never_wraps(struct kunit *test)
+{
+	struct kevd *evd = cons_create(test, 8, KEVD_SOFTWARE_FLAG,
+				       KEVD_UPCALL_DISABLE, NULL, NULL);
+	struct task_struct *t;
+	struct kevd_param p;
+	u32 i, bad = 0, worst = 0;
+
+	t = kthread_run(churn_fn, evd, "kevd_cons_churn");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	for (i = 0; i < CHURN_QUERIES; i++) {
+		if (kevd_query(evd, &p))
+			break;
+		if (p.count > p.qlen) {
+			bad++;
+			worst = max(worst, p.count);
+		}
+		if (!(i % 64))
+			cond_resched();
+	}
+	kthread_stop(t);
+	KUNIT_EXPECT_EQ(test, i, (u32)CHURN_QUERIES);
+	KUNIT_EXPECT_EQ_MSG(test, bad, 0U, "largest count %u", worst);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
 /* --- producers beside a SINGLE_INSTANCE upcall that blocks -------------- */
 
 #define SI_HOLD_FIRST	4	/* events of the batch whose upcall blocks */
@@ -6336,6 +6385,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_resize_while_freed),
 	KUNIT_CASE(kevd_consumer_free_while_freed),
 	KUNIT_CASE(kevd_consumer_si_blocked_room),
+	KUNIT_CASE(kevd_consumer_count_never_wraps),
 	KUNIT_CASE(kevd_consumer_notify_rings_queued),
 	KUNIT_CASE(kevd_consumer_unwaitable_cancels_current),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
