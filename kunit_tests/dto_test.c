@@ -1596,6 +1596,67 @@ static void kevd_dto_failed_poll_holds_fenced(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* Every poll fails but the registered waiter's second and later ones. */
+struct waiter_polls {
+	struct kevd *evd;
+	atomic_t n;
+};
+
+static void fail_but_waiter(struct ib_cq *cq, void *ctx)
+{
+	struct waiter_polls *w = ctx;
+	bool ok = READ_ONCE(w->evd->waiter) == current &&
+		  atomic_inc_return(&w->n) > 1;
+
+	fake_cq_fail_polls(cq, ok ? 0 : -EIO);
+}
+
+/*
+ * A waiter's pull whose first poll, the one that would release the
+ * connection events held behind the CQ, fails, while its next poll finds
+ * the CQ empty: the held DISCONNECTED goes to the waiter in that pull.
+ * (Polls of pollers and of the unregistered first try fail, so nothing
+ * else releases it.) Before, the pull armed the CQ and let go with the
+ * event still held, and the waiter slept to its timeout.
+ */
+static void kevd_dto_pull_retries_unfence(struct kunit *test)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+	};
+	struct waiter_polls *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct kevd_param p;
+	struct ib_qp *qa, *qb;
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	struct kevd *evd;
+	struct ib_cq *cq;
+	u32 nmore;
+
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	evd = gate_env(test, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, &hca, &qa,
+		       &qb);
+	cq = kevd_cq(evd);
+	w->evd = evd;
+	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(cq, U16_MAX, 0), 0);
+	kevd_test_flush_pollers(test);
+	fake_cq_set_poll_hook(cq, fail_but_waiter, w);
+	disc.connection.ep = qb;
+	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.count, 0U);	/* held */
+	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 2 * USEC_PER_SEC, 1, &ev, &nmore),
+			0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+	KUNIT_EXPECT_GE(test, atomic_read(&w->n), 2);
+	fake_cq_set_poll_hook(cq, NULL, NULL);
+	fake_cq_fail_polls(cq, 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /*
  * kevd_cq_flush_qp() gives up after KEVD_FLUSH_WAIT when a gate of
  * another QP holds the CQ; its caller destroys the QP anyway, and ib_core
@@ -2474,6 +2535,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_post_ib_event),
 	KUNIT_CASE(kevd_dto_gate_holds_qp),
 	KUNIT_CASE(kevd_dto_failed_poll_holds_fenced),
+	KUNIT_CASE(kevd_dto_pull_retries_unfence),
 	KUNIT_CASE(kevd_dto_hold_arms_any),
 	KUNIT_CASE(kevd_dto_hold_orders_flushes),
 	KUNIT_CASE(kevd_dto_hold_expires),
