@@ -1529,6 +1529,21 @@ static struct cons_waiter *cons_waiter_new(struct kunit *test, u32 timeout_us,
 	return w;
 }
 
+/*
+ * The waiter thread @t (a reference held) of @w returns @rc and leaves
+ * its EVD un-waited; then it is stopped and put.
+ */
+static void cons_waiter_end(struct kunit *test, struct cons_waiter *w,
+			    struct task_struct *t, int rc)
+{
+	KUNIT_EXPECT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
+			0UL);
+	kthread_stop(t);
+	put_task_struct(t);
+	KUNIT_EXPECT_EQ(test, w->rc, rc);
+	KUNIT_EXPECT_EQ(test, cons_state(w->evd) & KEVD_STATE_WAITED, 0U);
+}
+
 /* A signal ends kevd_wait() with -ERESTARTSYS and leaves it un-waited. */
 static void kevd_consumer_wait_signal(struct kunit *test)
 {
@@ -1544,12 +1559,7 @@ static void kevd_consumer_wait_signal(struct kunit *test)
 		schedule_timeout_uninterruptible(1);
 	KUNIT_EXPECT_NE(test, cons_state(w->evd) & KEVD_STATE_WAITED, 0U);
 	send_sig(SIGUSR1, t, 1);
-	KUNIT_EXPECT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
-			0UL);
-	kthread_stop(t);
-	put_task_struct(t);
-	KUNIT_EXPECT_EQ(test, w->rc, -ERESTARTSYS);
-	KUNIT_EXPECT_EQ(test, cons_state(w->evd) & KEVD_STATE_WAITED, 0U);
+	cons_waiter_end(test, w, t, -ERESTARTSYS);
 	KUNIT_EXPECT_EQ(test, kevd_free(w->evd), 0);
 }
 
@@ -1594,12 +1604,7 @@ static void kevd_consumer_unwaitable_cancels_current(struct kunit *test)
 	kevd_set_unwaitable(w->evd, false);
 	preempt_enable();
 	set_cpus_allowed_ptr(current, cpu_possible_mask);
-	KUNIT_EXPECT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
-			0UL);
-	kthread_stop(t);
-	put_task_struct(t);
-	KUNIT_EXPECT_EQ(test, w->rc, -ECANCELED);
-	KUNIT_EXPECT_EQ(test, cons_state(w->evd) & KEVD_STATE_WAITED, 0U);
+	cons_waiter_end(test, w, t, -ECANCELED);
 	/* the EVD is waitable again */
 	KUNIT_EXPECT_EQ(test, kevd_post_se(w->evd, (void *)1), 0);
 	KUNIT_EXPECT_EQ(test, kevd_wait(w->evd, 0, 1, &ev, &nmore), 0);

@@ -1527,6 +1527,23 @@ static void kevd_dto_gate_holds_qp(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * gate_env() with the DTO and connection streams, whose CQ notifies
+ * nothing (moderated beyond reach) and whose pollers are done with it.
+ */
+static struct kevd *muted_env(struct kunit *test, struct fake_hca **hca,
+			      struct ib_qp **qa, struct ib_qp **qb)
+{
+	struct kevd *evd;
+
+	evd = gate_env(test, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, hca, qa,
+		       qb);
+	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(kevd_cq(evd), U16_MAX, 0),
+			0);
+	kevd_test_flush_pollers(test);
+	return evd;
+}
+
 /* Polls from the hook's install on; the second one fails (-EIO). */
 static void fail_second_poll(struct ib_cq *cq, void *ctx)
 {
@@ -1562,11 +1579,8 @@ static void kevd_dto_failed_poll_holds_fenced(struct kunit *test)
 	int i;
 
 	KUNIT_ASSERT_NOT_NULL(test, polls);
-	evd = gate_env(test, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, &hca, &qa,
-		       &qb);
+	evd = muted_env(test, &hca, &qa, &qb);
 	cq = kevd_cq(evd);
-	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(cq, U16_MAX, 0), 0);
-	kevd_test_flush_pollers(test);
 	kevd_cq_gate(evd, &gate, qa);
 	gate_add(test, cq, qb, 0);
 	gate_add(test, cq, qb, 1);
@@ -1634,12 +1648,9 @@ static void kevd_dto_pull_retries_unfence(struct kunit *test)
 	u32 nmore;
 
 	KUNIT_ASSERT_NOT_NULL(test, w);
-	evd = gate_env(test, KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG, &hca, &qa,
-		       &qb);
+	evd = muted_env(test, &hca, &qa, &qb);
 	cq = kevd_cq(evd);
 	w->evd = evd;
-	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(cq, U16_MAX, 0), 0);
-	kevd_test_flush_pollers(test);
 	fake_cq_set_poll_hook(cq, fail_but_waiter, w);
 	disc.connection.ep = qb;
 	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
