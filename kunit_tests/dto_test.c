@@ -1610,11 +1610,27 @@ static void kevd_dto_failed_poll_holds_fenced(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
-/* Every poll fails but the registered waiter's second and later ones. */
+/*
+ * Every poll fails but the registered waiter's second and later ones;
+ * the waiter is a thread in kevd_wait() without a timeout.
+ */
 struct waiter_polls {
 	struct kevd *evd;
 	atomic_t n;
+	struct completion done;
+	struct kevd_event ev;
+	int rc;
 };
+
+static int waiter_polls_fn(void *data)
+{
+	struct waiter_polls *w = data;
+	u32 nmore;
+
+	w->rc = kevd_wait(w->evd, KEVD_TIMEOUT_INFINITE, 1, &w->ev, &nmore);
+	complete(&w->done);
+	return 0;
+}
 
 static void fail_but_waiter(struct ib_cq *cq, void *ctx)
 {
@@ -1631,7 +1647,8 @@ static void fail_but_waiter(struct ib_cq *cq, void *ctx)
  * the CQ empty: the held DISCONNECTED goes to the waiter in that pull.
  * (Polls of pollers and of the unregistered first try fail, so nothing
  * else releases it.) Before, the pull armed the CQ and let go with the
- * event still held, and the waiter slept to its timeout.
+ * event still held, and the waiter slept until the next completion (or
+ * the end of its timeout: its last pull then found it), here for ever.
  */
 static void kevd_dto_pull_retries_unfence(struct kunit *test)
 {
@@ -1639,15 +1656,16 @@ static void kevd_dto_pull_retries_unfence(struct kunit *test)
 		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
 	};
 	struct waiter_polls *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct task_struct *t;
 	struct kevd_param p;
 	struct ib_qp *qa, *qb;
 	struct fake_hca *hca;
-	struct kevd_event ev;
 	struct kevd *evd;
 	struct ib_cq *cq;
-	u32 nmore;
+	long left;
 
 	KUNIT_ASSERT_NOT_NULL(test, w);
+	init_completion(&w->done);
 	evd = muted_env(test, &hca, &qa, &qb);
 	cq = kevd_cq(evd);
 	w->evd = evd;
@@ -1657,11 +1675,22 @@ static void kevd_dto_pull_retries_unfence(struct kunit *test)
 	kevd_test_flush_pollers(test);
 	KUNIT_EXPECT_EQ(test, kevd_query(evd, &p), 0);
 	KUNIT_EXPECT_EQ(test, p.count, 0U);	/* held */
-	KUNIT_EXPECT_EQ(test, kevd_wait(evd, 2 * USEC_PER_SEC, 1, &ev, &nmore),
-			0);
-	KUNIT_EXPECT_EQ(test, ev.event_number,
-			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
-	KUNIT_EXPECT_GE(test, atomic_read(&w->n), 2);
+	t = kthread_run(waiter_polls_fn, w, "kevd_dto_waiter");
+	if (IS_ERR(t)) {
+		KUNIT_FAIL(test, "kthread_run: %ld", PTR_ERR(t));
+	} else {
+		/* bounded below the hung-task report */
+		left = wait_for_completion_timeout(&w->done, 20 * HZ);
+		KUNIT_EXPECT_GT(test, left, 0L);
+		if (!left) {	/* the old code: release it */
+			kevd_set_unwaitable(evd, true);
+			wait_for_completion(&w->done);
+		}
+		KUNIT_EXPECT_EQ(test, w->rc, 0);
+		KUNIT_EXPECT_EQ(test, w->ev.event_number,
+				(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
+		KUNIT_EXPECT_GE(test, atomic_read(&w->n), 2);
+	}
 	fake_cq_set_poll_hook(cq, NULL, NULL);
 	fake_cq_fail_polls(cq, 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
