@@ -1492,33 +1492,10 @@ static void kevd_consumer_query_fields(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
-/* A thread in one kevd_wait(); SIGUSR1 may interrupt it. */
-struct cons_waiter {
-	struct kevd *evd;
-	u32 timeout_us;
-	u32 threshold;
-	struct completion done;
-	int rc;
-};
-
-static int cons_waiter_fn(void *data)
+static struct kevd_test_waiter *cons_waiter_new(struct kunit *test,
+						u32 timeout_us, u32 threshold)
 {
-	struct cons_waiter *w = data;
-	struct kevd_event ev;
-	u32 nmore;
-
-	allow_signal(SIGUSR1);
-	w->rc = kevd_wait(w->evd, w->timeout_us, w->threshold, &ev, &nmore);
-	complete(&w->done);
-	while (!kthread_should_stop())
-		schedule_timeout_interruptible(1);
-	return 0;
-}
-
-static struct cons_waiter *cons_waiter_new(struct kunit *test, u32 timeout_us,
-					   u32 threshold)
-{
-	struct cons_waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct kevd_test_waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
 
 	KUNIT_ASSERT_NOT_NULL(test, w);
 	init_completion(&w->done);
@@ -1533,7 +1510,7 @@ static struct cons_waiter *cons_waiter_new(struct kunit *test, u32 timeout_us,
  * The waiter thread @t (a reference held) of @w returns @rc and leaves
  * its EVD un-waited; then it is stopped and put.
  */
-static void cons_waiter_end(struct kunit *test, struct cons_waiter *w,
+static void cons_waiter_end(struct kunit *test, struct kevd_test_waiter *w,
 			    struct task_struct *t, int rc)
 {
 	KUNIT_EXPECT_GT(test, wait_for_completion_timeout(&w->done, CONS_WAIT),
@@ -1547,11 +1524,12 @@ static void cons_waiter_end(struct kunit *test, struct cons_waiter *w,
 /* A signal ends kevd_wait() with -ERESTARTSYS and leaves it un-waited. */
 static void kevd_consumer_wait_signal(struct kunit *test)
 {
-	struct cons_waiter *w = cons_waiter_new(test, KEVD_TIMEOUT_INFINITE, 1);
+	struct kevd_test_waiter *w =
+		cons_waiter_new(test, KEVD_TIMEOUT_INFINITE, 1);
 	unsigned long end = jiffies + CONS_WAIT;
 	struct task_struct *t;
 
-	t = kthread_run(cons_waiter_fn, w, "kevd_cons_sig");
+	t = kthread_run(kevd_test_waiter_fn, w, "kevd_cons_sig");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
 	get_task_struct(t);
 	while (!(cons_state(w->evd) & KEVD_STATE_WAITED) &&
@@ -1572,7 +1550,8 @@ static void kevd_consumer_wait_signal(struct kunit *test)
  */
 static void kevd_consumer_unwaitable_cancels_current(struct kunit *test)
 {
-	struct cons_waiter *w = cons_waiter_new(test, 10 * USEC_PER_SEC, 1);
+	struct kevd_test_waiter *w =
+		cons_waiter_new(test, 10 * USEC_PER_SEC, 1);
 	unsigned long end = jiffies + CONS_WAIT;
 	struct task_struct *t;
 	struct kevd_event ev;
@@ -1583,7 +1562,7 @@ static void kevd_consumer_unwaitable_cancels_current(struct kunit *test)
 	cpu = raw_smp_processor_id();
 	KUNIT_ASSERT_EQ(test, set_cpus_allowed_ptr(current, cpumask_of(cpu)),
 			0);
-	t = kthread_create(cons_waiter_fn, w, "kevd_cons_cancel");
+	t = kthread_create(kevd_test_waiter_fn, w, "kevd_cons_cancel");
 	if (IS_ERR(t)) {
 		set_cpus_allowed_ptr(current, cpu_possible_mask);
 		KUNIT_FAIL(test, "kthread_create: %ld", PTR_ERR(t));
@@ -1620,13 +1599,14 @@ static void kevd_consumer_unwaitable_cancels_current(struct kunit *test)
  */
 static void kevd_consumer_wait_timeout_shrinks(struct kunit *test)
 {
-	struct cons_waiter *w = cons_waiter_new(test, 2 * USEC_PER_SEC, 2);
+	struct kevd_test_waiter *w =
+		cons_waiter_new(test, 2 * USEC_PER_SEC, 2);
 	unsigned long end = jiffies + CONS_WAIT;
 	struct task_struct *t;
 	struct kevd_event ev;
 	int pokes = 0;
 
-	t = kthread_run(cons_waiter_fn, w, "kevd_cons_shrink");
+	t = kthread_run(kevd_test_waiter_fn, w, "kevd_cons_shrink");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
 	while (!completion_done(&w->done) && time_before(jiffies, end)) {
 		if (!kevd_post_se(w->evd, NULL)) {
@@ -3713,24 +3693,6 @@ static void kevd_consumer_fenced_event_discarded(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
-/* A thread in kevd_wait() for one event, 20 s at most. */
-struct cq_err_waiter {
-	struct kevd *evd;
-	struct kevd_event ev;
-	struct completion done;
-	int rc;
-};
-
-static int cq_err_wait_fn(void *data)
-{
-	struct cq_err_waiter *w = data;
-	u32 nmore;
-
-	w->rc = kevd_wait(w->evd, 20 * USEC_PER_SEC, 1, &w->ev, &nmore);
-	complete(&w->done);
-	return 0;
-}
-
 /*
  * A CQ in error: its polls fail, and the provider reports it
  * (IB_EVENT_CQ_ERR). A DISCONNECTED held behind it then comes to the
@@ -3744,7 +3706,7 @@ static void kevd_consumer_cq_error_releases_held(struct kunit *test)
 		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
 		.connection.ep = test,
 	};
-	struct cq_err_waiter *w;
+	struct kevd_test_waiter *w;
 	struct task_struct *t;
 	struct kevd_event ev;
 	struct fake_hca *hca;
@@ -3752,17 +3714,20 @@ static void kevd_consumer_cq_error_releases_held(struct kunit *test)
 	w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, w);
 	init_completion(&w->done);
+	w->timeout_us = 20 * USEC_PER_SEC;
+	w->threshold = 1;
 	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
 	w->evd = fence_evd(test, hca);
 	fake_cq_fail_polls(kevd_cq(w->evd), -EIO);
 	KUNIT_EXPECT_EQ(test, kevd_post_event(w->evd, &disc), 0);
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->evd, &ev), -EAGAIN);
-	t = kthread_run(cq_err_wait_fn, w, "kevd_cons_cqerr");
+	t = kthread_run(kevd_test_waiter_fn, w, "kevd_cons_cqerr");
 	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
 	KUNIT_EXPECT_TRUE(test, kevd_test_waiting(w->evd));
 	fake_cq_overrun(kevd_cq(w->evd));
 	wait_for_completion(&w->done);
+	kthread_stop(t);
 	KUNIT_EXPECT_EQ(test, w->rc, 0);
 	KUNIT_EXPECT_EQ(test, w->ev.event_number,
 			(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);

@@ -1610,27 +1610,11 @@ static void kevd_dto_failed_poll_holds_fenced(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
-/*
- * Every poll fails but the registered waiter's second and later ones;
- * the waiter is a thread in kevd_wait() without a timeout.
- */
+/* Every poll fails but the registered waiter's second and later ones. */
 struct waiter_polls {
 	struct kevd *evd;
 	atomic_t n;
-	struct completion done;
-	struct kevd_event ev;
-	int rc;
 };
-
-static int waiter_polls_fn(void *data)
-{
-	struct waiter_polls *w = data;
-	u32 nmore;
-
-	w->rc = kevd_wait(w->evd, KEVD_TIMEOUT_INFINITE, 1, &w->ev, &nmore);
-	complete(&w->done);
-	return 0;
-}
 
 static void fail_but_waiter(struct ib_cq *cq, void *ctx)
 {
@@ -1656,6 +1640,8 @@ static void kevd_dto_pull_retries_unfence(struct kunit *test)
 		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
 	};
 	struct waiter_polls *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+	struct kevd_test_waiter *wt = kunit_kzalloc(test, sizeof(*wt),
+						    GFP_KERNEL);
 	struct task_struct *t;
 	struct kevd_param p;
 	struct ib_qp *qa, *qb;
@@ -1664,30 +1650,34 @@ static void kevd_dto_pull_retries_unfence(struct kunit *test)
 	struct ib_cq *cq;
 	long left;
 
-	KUNIT_ASSERT_NOT_NULL(test, w);
-	init_completion(&w->done);
+	KUNIT_ASSERT_TRUE(test, w && wt);
+	init_completion(&wt->done);
 	evd = muted_env(test, &hca, &qa, &qb);
 	cq = kevd_cq(evd);
 	w->evd = evd;
+	wt->evd = evd;
+	wt->timeout_us = KEVD_TIMEOUT_INFINITE;
+	wt->threshold = 1;
 	fake_cq_set_poll_hook(cq, fail_but_waiter, w);
 	disc.connection.ep = qb;
 	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
 	kevd_test_flush_pollers(test);
 	KUNIT_EXPECT_EQ(test, kevd_query(evd, &p), 0);
 	KUNIT_EXPECT_EQ(test, p.count, 0U);	/* held */
-	t = kthread_run(waiter_polls_fn, w, "kevd_dto_waiter");
+	t = kthread_run(kevd_test_waiter_fn, wt, "kevd_dto_waiter");
 	if (IS_ERR(t)) {
 		KUNIT_FAIL(test, "kthread_run: %ld", PTR_ERR(t));
 	} else {
 		/* bounded below the hung-task report */
-		left = wait_for_completion_timeout(&w->done, 20 * HZ);
+		left = wait_for_completion_timeout(&wt->done, 20 * HZ);
 		KUNIT_EXPECT_GT(test, left, 0L);
 		if (!left) {	/* the old code: release it */
 			kevd_set_unwaitable(evd, true);
-			wait_for_completion(&w->done);
+			wait_for_completion(&wt->done);
 		}
-		KUNIT_EXPECT_EQ(test, w->rc, 0);
-		KUNIT_EXPECT_EQ(test, w->ev.event_number,
+		kthread_stop(t);
+		KUNIT_EXPECT_EQ(test, wt->rc, 0);
+		KUNIT_EXPECT_EQ(test, wt->ev.event_number,
 				(u32)KEVD_CONNECTION_EVENT_DISCONNECTED);
 		KUNIT_EXPECT_GE(test, atomic_read(&w->n), 2);
 	}

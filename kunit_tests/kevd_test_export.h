@@ -8,6 +8,8 @@
 #define _KEVD_TEST_EXPORT_H
 
 #include <linux/atomic.h>
+#include <linux/completion.h>
+#include <kevd/kevd.h>
 
 /* The number of poller threads (evd/poller.c). */
 unsigned int kevd_nr_pollers(void);
@@ -25,6 +27,31 @@ int kevd_test_sh(const char *cmd);
 struct kevd;
 /* Wait until a thread waits in kevd_wait() on @evd (60 s bound). */
 bool kevd_test_waiting(struct kevd *evd);
+
+/**
+ * struct kevd_test_waiter - a thread in one kevd_wait() (kevd_test_waiter_fn()).
+ * @evd: the EVD it waits on.
+ * @timeout_us: its timeout.
+ * @threshold: its threshold.
+ * @ev: the event it took.
+ * @done: completed when kevd_wait() returned.
+ * @rc: what kevd_wait() returned.
+ */
+struct kevd_test_waiter {
+	struct kevd *evd;
+	u32 timeout_us;
+	u32 threshold;
+	struct kevd_event ev;
+	struct completion done;
+	int rc;
+};
+
+/*
+ * The thread function of a struct kevd_test_waiter (init_completion()
+ * first): SIGUSR1 may interrupt its wait; it then stays until
+ * kthread_stop().
+ */
+int kevd_test_waiter_fn(void *data);
 
 struct kunit;
 struct kevd_upcall;

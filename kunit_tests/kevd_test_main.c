@@ -7,6 +7,7 @@
 #include <linux/module.h>
 #include <linux/sched.h>
 #include <linux/fs.h>
+#include <linux/kthread.h>
 #include <linux/mm.h>
 #include <linux/umh.h>
 #include "kevd_test.h"
@@ -321,4 +322,23 @@ bool kevd_test_waiting(struct kevd *evd)
 		schedule_timeout_uninterruptible(1);
 	}
 	return true;
+}
+
+/**
+ * kevd_test_waiter_fn() - a thread in one kevd_wait().
+ * @data: its struct kevd_test_waiter.
+ *
+ * Return: 0, once stopped.
+ */
+int kevd_test_waiter_fn(void *data)
+{
+	struct kevd_test_waiter *w = data;
+	u32 nmore;
+
+	allow_signal(SIGUSR1);
+	w->rc = kevd_wait(w->evd, w->timeout_us, w->threshold, &w->ev, &nmore);
+	complete(&w->done);
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(1);
+	return 0;
 }
