@@ -700,6 +700,7 @@ static int kevd_cm_connection(struct kevd_cm *cm, struct rdma_cm_id *id,
 		.event_number = number,
 		.connection.ep = cm->ep,
 	};
+	struct kevd_gate *gate;
 
 	/* any other outcome of the connect lets the completions go first */
 	if (number != KEVD_CONNECTION_EVENT_ESTABLISHED)
@@ -710,10 +711,14 @@ static int kevd_cm_connection(struct kevd_cm *cm, struct rdma_cm_id *id,
 		conn.connection.private_data =
 			kevd_cm_copy_pdata(cm, ev,
 					   &conn.connection.private_data_size);
-	/* a drop raised the overflow: never silent, the id stays */
-	kevd_post_event(cm->conn_evd, &conn);
-	/* ESTABLISHED is queued: the endpoint's completions follow it */
-	kevd_cm_ungate(cm);
+	/*
+	 * A drop raised the overflow: never silent, the id stays. An
+	 * ESTABLISHED held behind another endpoint's event keeps the gate
+	 * up until it enters the ring: kevd lifts it then.
+	 */
+	gate = cm->gated == cm->conn_evd ? &cm->gate : NULL;
+	if (kevd_post_established(cm->conn_evd, &conn, gate) <= 0)
+		kevd_cm_ungate(cm);	/* queued: the completions follow it */
 	return 0;
 }
 

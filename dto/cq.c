@@ -26,7 +26,10 @@
  *     ESTABLISHED): the owner parks the first completion of it that it
  *     polls and polls the CQ no further until the gate lifts; gated QPs
  *     are on evd->gated_qps, under evd->lock, looked up only while one is
- *     gated (one list_empty() per poll otherwise).
+ *     gated (one list_empty() per poll otherwise). A gate whose
+ *     ESTABLISHED is held behind an earlier connection event stays up
+ *     until that enters the ring; a completion of its QP polled
+ *     meanwhile lets it in at once (kevd_cq_lift()).
  *   - Teardown (kevd_free()): the EVD is marked dead under evd->lock, the
  *     poller lets go, the moderation's work is cancelled (dto/dim.c), so
  *     is the holds' (dto/drain.c), then ib_destroy_cq(); only then is the
@@ -154,18 +157,57 @@ int kevd_cq_vector_cpu(struct ib_device *dev, u32 vector)
 	return cpu < nr_cpu_ids ? cpu : KEVD_ANY;
 }
 
-/* Is @qp gated on @evd? */
-static bool kevd_cq_gated(struct kevd *evd, struct ib_qp *qp)
+/*
+ * Lift gate @g. Its ESTABLISHED, if still held behind an earlier
+ * connection event, enters the ring first, ahead of that event: the
+ * endpoint's own order before the connection stream's (without room it
+ * stays held, and the endpoint's completions go ahead of it). Caller
+ * holds evd->lock.
+ * Return: true if it entered: the caller wakes and schedules for it
+ * (kevd_producer_done()) once it dropped evd->lock.
+ */
+static bool kevd_cq_lift(struct kevd *evd, struct kevd_gate *g)
 {
-	struct kevd_gate *g;
+	bool queued = false;
+
+	lockdep_assert_held(&evd->lock);
+	if (g->est_held)
+		queued = kevd_ring_unfence_key(&evd->ring, g) > 0;
+	g->est_held = false;
+	list_del_init(&g->node);
+	return queued;
+}
+
+/*
+ * Is @qp gated on @evd? A gate whose ESTABLISHED is only held lifts for
+ * the first completion of a poll (@first): the ESTABLISHED enters ahead
+ * of it (kevd_cq_lift()) and behind what earlier polls took. A later one
+ * parks, the poll's earlier completions enter, and another pass lifts
+ * the gate for it.
+ */
+static bool kevd_cq_gated(struct kevd *evd, struct ib_qp *qp, bool first)
+{
+	struct kevd_gate *g, *gate = NULL;
+	bool queued = false, again = false;
 	unsigned long flags;
-	bool gated = false;
 
 	spin_lock_irqsave(&evd->lock, flags);
 	list_for_each_entry(g, &evd->gated_qps, node)
-		gated |= g->qp == qp;
+		if (g->qp == qp)
+			gate = g;
+	if (gate && gate->est_held) {
+		again = !first;
+		if (first) {
+			queued = kevd_cq_lift(evd, gate);
+			gate = NULL;
+		}
+	}
 	spin_unlock_irqrestore(&evd->lock, flags);
-	return gated;
+	if (queued)
+		kevd_producer_done(evd);
+	if (again)
+		kevd_schedule(evd);
+	return !!gate;
 }
 
 /*
@@ -204,7 +246,7 @@ static int kevd_cq_poll_gated(struct kevd *evd, int n, struct ib_wc *wcs)
 	int i = 0, ret;
 
 	if (evd->has_parked) {
-		if (kevd_cq_gated(evd, evd->parked.qp))
+		if (kevd_cq_gated(evd, evd->parked.qp, true))
 			return -EAGAIN;		/* its ESTABLISHED is not in */
 		wcs[i++] = evd->parked;		/* first, then what follows */
 		evd->has_parked = false;
@@ -219,7 +261,7 @@ static int kevd_cq_poll_gated(struct kevd *evd, int n, struct ib_wc *wcs)
 		ret = ib_poll_cq(evd->cq, 1, &wcs[i]);
 		if (ret <= 0)
 			return kevd_cq_polled_some(evd, i, ret);
-		if (kevd_cq_gated(evd, wcs[i].qp)) {
+		if (kevd_cq_gated(evd, wcs[i].qp, !i)) {
 			evd->parked = wcs[i];
 			evd->has_parked = true;
 			return i ?: -EAGAIN;
@@ -463,6 +505,7 @@ void kevd_cq_gate(struct kevd *evd, struct kevd_gate *gate, struct ib_qp *qp)
 	unsigned long flags;
 
 	gate->qp = qp;
+	gate->est_held = false;
 	spin_lock_irqsave(&evd->lock, flags);
 	list_add_tail(&gate->node, &evd->gated_qps);
 	spin_unlock_irqrestore(&evd->lock, flags);
@@ -477,18 +520,76 @@ EXPORT_SYMBOL_GPL(kevd_cq_gate);	/* not public: cm/cm.c and kevd's tests */
  * The EVD is scheduled: its owner hands on a parked completion first,
  * then drains the CQ and arms it again.
  *
+ * A gate that kevd lifted already (its ESTABLISHED entered the ring after
+ * it was held, kevd_cq_fence_gated()) stays lifted. One whose
+ * ESTABLISHED is still held lets it in first, ahead of the connection
+ * events it waited behind: the binding ends (disconnect, destroy), and
+ * the endpoint's completions and its next event follow it.
+ *
  * Context: any; takes evd->lock.
  */
 void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate)
 {
 	unsigned long flags;
+	bool queued = false;
 
 	spin_lock_irqsave(&evd->lock, flags);
-	list_del(&gate->node);
+	if (!list_empty(&gate->node))
+		queued = kevd_cq_lift(evd, gate);
 	spin_unlock_irqrestore(&evd->lock, flags);
+	if (queued)
+		kevd_producer_done(evd);
 	kevd_schedule(evd);
 }
 EXPORT_SYMBOL_GPL(kevd_cq_ungate);	/* not public: as kevd_cq_gate() */
+
+/**
+ * kevd_cq_fence_gated() - hold a gated endpoint's ESTABLISHED.
+ * @evd: the EVD.
+ * @ev: the ESTABLISHED (->evd set), to be held behind an earlier
+ *	connection event (kevd_post_established()).
+ * @gate: the endpoint's gate on @evd, up.
+ *
+ * The gate stays up until the event enters the ring: when the owner
+ * queues the held events (kevd_cq_unfence()), or at once when it polls a
+ * completion of the gated QP, or when the gate is lifted
+ * (kevd_cq_ungate()). No completion of the endpoint comes before its
+ * ESTABLISHED, and no cycle forms: the held events ahead of it may wait
+ * for the very CQ that its completion holds.
+ *
+ * Context: any; takes evd->lock, then ring->prod_lock.
+ * Return: as kevd_ring_fence().
+ */
+int kevd_cq_fence_gated(struct kevd *evd, const struct kevd_event *ev,
+			struct kevd_gate *gate)
+{
+	unsigned long flags;
+	int ret;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	ret = kevd_ring_fence(&evd->ring, ev, gate);
+	if (!ret)
+		gate->est_held = true;
+	spin_unlock_irqrestore(&evd->lock, flags);
+	return ret;
+}
+
+/*
+ * The held events just queued may include gated endpoints' ESTABLISHED
+ * (kevd_cq_fence_gated()): their gates lift now. Nothing is parked: the
+ * CQ was found empty.
+ */
+static void kevd_cq_lift_queued(struct kevd *evd)
+{
+	struct kevd_gate *g, *tmp;
+	unsigned long flags;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	list_for_each_entry_safe(g, tmp, &evd->gated_qps, node)
+		if (g->est_held && !kevd_ring_fenced_has(&evd->ring, g))
+			kevd_cq_lift(evd, g);
+	spin_unlock_irqrestore(&evd->lock, flags);
+}
 
 /**
  * kevd_cq_evd() - the EVD whose CQ @cq is.
@@ -843,6 +944,8 @@ u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget)
 		kevd_ring_unfence_flag(&evd->ring, &more, &evd->cq_stalled);
 		queued += more;
 	}
+	if (queued && !list_empty(&evd->gated_qps))
+		kevd_cq_lift_queued(evd);
 	if (queued)
 		kevd_producer_done(evd);
 	return done;

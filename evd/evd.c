@@ -741,6 +741,30 @@ static bool kevd_fenced(struct kevd *evd, const struct kevd_event *ev)
  */
 int kevd_post_event(struct kevd *evd, const struct kevd_event *ev)
 {
+	int ret = kevd_post_established(evd, ev, NULL);
+
+	return ret > 0 ? 0 : ret;
+}
+EXPORT_SYMBOL_GPL(kevd_post_event);
+
+/**
+ * kevd_post_established() - kevd_post_event(), for a gated endpoint.
+ * @evd: the EVD.
+ * @ev: the event: the CM's ESTABLISHED of the endpoint whose QP @gate
+ *	holds back on @evd; any event with @gate NULL.
+ * @gate: the endpoint's gate (kevd_cq_gate()), or NULL.
+ *
+ * An ESTABLISHED held behind an earlier connection event keeps its
+ * endpoint's gate up until it enters the ring (kevd_cq_fence_gated()):
+ * then the caller must leave the gate to kevd, which lifts it, and lift
+ * it itself only when it ends the binding (kevd_cq_ungate()).
+ *
+ * Context: any, hard IRQ included.
+ * Return: as kevd_post_event(), or 1: held, and the gate stays.
+ */
+int kevd_post_established(struct kevd *evd, const struct kevd_event *ev,
+			  struct kevd_gate *gate)
+{
 	enum kevd_stream stream;
 	struct kevd_event e;
 	int ret;
@@ -756,22 +780,23 @@ int kevd_post_event(struct kevd *evd, const struct kevd_event *ev)
 	e.evd = evd;
 	rcu_read_lock();	/* the event may be taken, the EVD freed */
 	if (kevd_fenced(evd, ev)) {
-		ret = kevd_ring_fence(&evd->ring, &e);
+		ret = gate ? kevd_cq_fence_gated(evd, &e, gate) :
+			     kevd_ring_fence(&evd->ring, &e, NULL);
 		if (!ret)
 			kevd_schedule(evd);	/* the pass that unfences */
+		ret = ret ?: !!gate;
 	} else {
 		ret = kevd_ring_post(&evd->ring, &e, stream, true);
 		if (!ret)
 			kevd_producer_done(evd);
 	}
-	if (ret)
+	if (ret < 0)
 		kevd_raise_overflow(evd, stream);
 	rcu_read_unlock();
-	if (ret)
+	if (ret < 0)
 		return ret == -ENOMEM ? ret : -EOVERFLOW;
-	return 0;
+	return ret;
 }
-EXPORT_SYMBOL_GPL(kevd_post_event);
 
 /**
  * kevd_post_ib_event() - route an ib_core async event into an EVD.

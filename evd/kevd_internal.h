@@ -20,7 +20,8 @@
  *	(kevd_ring_reserve_flag()) and a take reads and clears under it.
  *   ring->prod_lock (spin_lock_irqsave)
  *	the producer index and counters, the slot reservations of CQ drains,
- *	the fenced events.
+ *	the fenced events; taken inside evd->lock to hold or let in a gated
+ *	endpoint's ESTABLISHED (dto/cq.c).
  *   poller->lock (spin_lock_irqsave)
  *	the run list of a poller thread; taken inside evd->lock (the
  *	completion handler schedules under it), no kevd lock inside it
@@ -478,7 +479,10 @@ int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
 			 u32 k, bool fresh, u32 orig);
 int kevd_ring_resize(struct kevd_ring *ring, u32 qlen);
 int kevd_ring_grow(struct kevd_ring *ring, u32 k);
-int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev);
+int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev,
+		    const void *key);
+bool kevd_ring_fenced_has(struct kevd_ring *ring, const void *key);
+int kevd_ring_unfence_key(struct kevd_ring *ring, const void *key);
 u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued);
 u32 kevd_ring_unfence_flag(struct kevd_ring *ring, u32 *queued, bool *full);
 u32 kevd_ring_drop_fenced(struct kevd_ring *ring);
@@ -780,12 +784,16 @@ int kevd_cq_fit(struct kevd *evd, u32 qlen, u32 actual);
 void kevd_cq_unstall(struct kevd *evd);
 /**
  * struct kevd_gate - a QP whose completions wait for its ESTABLISHED.
- * @node: on the EVD's gated_qps.
+ * @node: on the EVD's gated_qps; off it (empty) once lifted.
  * @qp: the QP.
+ * @est_held: its ESTABLISHED is held behind an earlier connection event
+ *	(kevd_cq_fence_gated()): the gate lifts when that enters the ring.
+ *	Under evd->lock.
  */
 struct kevd_gate {
 	struct list_head node;
 	struct ib_qp *qp;
+	bool est_held;
 };
 
 int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs);
@@ -819,6 +827,10 @@ static inline void kevd_cq_convert(struct kevd *evd, const struct ib_wc *wc,
 
 void kevd_cq_gate(struct kevd *evd, struct kevd_gate *gate, struct ib_qp *qp);
 void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate);
+int kevd_cq_fence_gated(struct kevd *evd, const struct kevd_event *ev,
+			struct kevd_gate *gate);
+int kevd_post_established(struct kevd *evd, const struct kevd_event *ev,
+			  struct kevd_gate *gate);
 u32 kevd_cq_drop_parked(struct kevd *evd);
 u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget);
 u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget);

@@ -608,16 +608,22 @@ int kevd_ring_grow(struct kevd_ring *ring, u32 k)
 	return __kevd_ring_resize(ring, qlen, size);
 }
 
-/* A connection event held back until the CQ has been drained. */
+/*
+ * A connection event held back until the CQ has been drained; @key names
+ * the gate of the CM's ESTABLISHED (kevd_cq_fence_gated()), else NULL.
+ */
 struct kevd_fenced {
 	struct list_head node;
 	struct kevd_event ev;
+	const void *key;
 };
 
 /**
  * kevd_ring_fence() - hold an event back behind the CQ's completions.
  * @ring: the ring of an EVD with a CQ.
  * @ev: the event; ->evd names its EVD.
+ * @key: a key to find it by (kevd_ring_unfence_key()), or NULL; compared,
+ *	never read.
  *
  * The event waits on the ring's fenced list, not in the ring, until the
  * owning poller has drained the CQ (kevd_ring_unfence()): every
@@ -630,7 +636,8 @@ struct kevd_fenced {
  * Context: any, hard IRQ included; takes ring->prod_lock.
  * Return: 0, -ENOSPC when it was dropped for room, -ENOMEM for memory.
  */
-int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev)
+int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev,
+		    const void *key)
 {
 	struct kevd_fenced *f = kmalloc(sizeof(*f), GFP_ATOMIC);
 	unsigned long flags;
@@ -643,6 +650,7 @@ int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev)
 		ring->pstats.overflows++;
 	} else {
 		f->ev = *ev;
+		f->key = key;
 		list_add_tail(&f->node, &ring->fenced);
 		WRITE_ONCE(ring->nfenced, ring->nfenced + 1);
 		f = NULL;
@@ -727,6 +735,74 @@ u32 kevd_ring_unfence_flag(struct kevd_ring *ring, u32 *queued, bool *full)
 	WRITE_ONCE(*full, left != 0);
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	return left;
+}
+
+/* The fenced event of @key, or NULL. Caller holds prod_lock. */
+static struct kevd_fenced *__kevd_ring_fenced(struct kevd_ring *ring,
+					      const void *key)
+{
+	struct kevd_fenced *f;
+
+	lockdep_assert_held(&ring->prod_lock);
+	list_for_each_entry(f, &ring->fenced, node)
+		if (f->key == key)
+			return f;
+	return NULL;
+}
+
+/**
+ * kevd_ring_fenced_has() - is the event of @key still fenced?
+ * @ring: the ring.
+ * @key: a key given to kevd_ring_fence(); not NULL.
+ *
+ * Context: any; takes ring->prod_lock.
+ * Return: true if it is.
+ */
+bool kevd_ring_fenced_has(struct kevd_ring *ring, const void *key)
+{
+	unsigned long flags;
+	bool has;
+
+	spin_lock_irqsave(&ring->prod_lock, flags);
+	has = __kevd_ring_fenced(ring, key);
+	spin_unlock_irqrestore(&ring->prod_lock, flags);
+	return has;
+}
+
+/**
+ * kevd_ring_unfence_key() - queue the fenced event of @key now.
+ * @ring: the ring.
+ * @key: a key given to kevd_ring_fence(); not NULL.
+ *
+ * Ahead of the events fenced before it, which stay fenced. Without room
+ * (with the headroom) it stays fenced too, and loses its key: from then
+ * on it waits for the CQ as any held event.
+ *
+ * Context: any; takes ring->prod_lock.
+ * Return: 1 if it was queued, 0 if no event of @key is fenced, -ENOSPC.
+ */
+int kevd_ring_unfence_key(struct kevd_ring *ring, const void *key)
+{
+	struct kevd_fenced *f;
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&ring->prod_lock, flags);
+	f = __kevd_ring_fenced(ring, key);
+	if (f && !__kevd_ring_free(ring, true)) {
+		f->key = NULL;
+		ret = -ENOSPC;
+	} else if (f) {
+		ring->pstats.posted[KEVD_STREAM_CONNECTION]++;
+		__kevd_ring_push(ring, &f->ev);
+		list_del(&f->node);
+		WRITE_ONCE(ring->nfenced, ring->nfenced - 1);
+		ret = 1;
+	}
+	spin_unlock_irqrestore(&ring->prod_lock, flags);
+	if (ret > 0)
+		kfree(f);
+	return ret;
 }
 
 /**

@@ -719,6 +719,140 @@ static void kevd_cm_refusal_keeps_data(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
 }
 
+/* An active side's consumer: its ROUTE_RESOLVED handler "makes" its QP. */
+struct cm_active {
+	struct ib_qp *qp;
+};
+
+static int cm_active_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct cm_active *a = kevd_cm_context(id);
+
+	/* as rdma_create_qp() and rdma_connect() would */
+	if (ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED)
+		id->qp = a->qp;
+	return 0;
+}
+
+/* A successful receive of @qp into @cq. */
+static void cm_recv(struct kunit *test, struct ib_cq *cq, struct ib_qp *qp,
+		    u64 cookie)
+{
+	struct ib_wc wc = {
+		.wr_id = cookie, .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV,
+		.byte_len = 8, .qp = qp,
+	};
+
+	KUNIT_EXPECT_EQ(test, fake_cq_add(cq, &wc), 0);
+}
+
+/*
+ * No completion of an endpoint before its ESTABLISHED, even while another
+ * endpoint's DISCONNECTED is held behind the CQ (cm.rst). Endpoint A
+ * connects on the EVD that its QP completes into; the CQ holds B0 B1 A2
+ * B3 A4 (B: another endpoint's QP); B's DISCONNECTED is held behind the
+ * CQ (A2 is parked: A's gate is up), then A's ESTABLISHED comes. A2 must
+ * not enter before it: A's ESTABLISHED goes ahead of B's held event (the
+ * endpoints' own order before the stream's), then the CQ, then B's
+ * DISCONNECTED, which still follows every completion the CQ held. Before,
+ * A's gate lifted as ESTABLISHED was posted: A2 and A4 entered ahead of
+ * it.
+ */
+static void kevd_cm_established_before_own_completions(struct kunit *test)
+{
+	struct cm_active *a = kunit_kzalloc(test, sizeof(*a), GFP_KERNEL);
+	struct cm_chain *cb = kunit_kzalloc(test, sizeof(*cb), GFP_KERNEL);
+	static const struct {
+		u32 number;
+		bool of_a;
+		int cookie;
+	} want[] = {
+		{ KEVD_DTO_COMPLETION_EVENT, false, 0 },
+		{ KEVD_DTO_COMPLETION_EVENT, false, 1 },
+		{ KEVD_CONNECTION_EVENT_ESTABLISHED, true, -1 },
+		{ KEVD_DTO_COMPLETION_EVENT, true, 2 },
+		{ KEVD_DTO_COMPLETION_EVENT, false, 3 },
+		{ KEVD_DTO_COMPLETION_EVENT, true, 4 },
+		{ KEVD_CONNECTION_EVENT_DISCONNECTED, false, -1 },
+	};
+	static const bool of_a[] = { false, false, true, false, true };
+	struct kevd_cm_attr attr = { };
+	struct rdma_cm_id *ida, *idb;
+	struct kevd_attr eattr;
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	struct ib_qp *qb;
+	struct kevd *evd;
+	struct ib_cq *cq;
+	u32 nmore;
+	int i, ret;
+
+	KUNIT_ASSERT_TRUE(test, a && cb);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&eattr);
+	eattr.qlen = 64;
+	eattr.cq_depth = 256;
+	eattr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	eattr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(hca), &eattr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	cq = kevd_cq(evd);
+	a->qp = fake_qp_create(hca, cq, 16);
+	qb = fake_qp_create(hca, cq, 16);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(a->qp) || IS_ERR(qb));
+
+	ida = rdma_create_id(&init_net, cm_active_handler, a, RDMA_PS_TCP,
+			     IB_QPT_RC);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, ida);
+	idb = cm_id(test, cb);
+	attr.conn_evd = evd;
+	attr.ep = a;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(ida, &attr), 0);
+	attr.ep = cb;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(idb, &attr), 0);
+
+	/* A connects: its QP completes into the EVD's CQ from now on */
+	KUNIT_EXPECT_EQ(test, cm_fire(ida, RDMA_CM_EVENT_ROUTE_RESOLVED, 0,
+				      NULL, 0), 0);
+	KUNIT_EXPECT_PTR_EQ(test, ida->qp, a->qp);
+	for (i = 0; i < ARRAY_SIZE(of_a); i++)
+		cm_recv(test, cq, of_a[i] ? a->qp : qb, i);
+	KUNIT_EXPECT_EQ(test, cm_fire(idb, RDMA_CM_EVENT_DISCONNECTED, 0,
+				      NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, cm_fire(ida, RDMA_CM_EVENT_ESTABLISHED, 0,
+				      NULL, 0), 0);
+
+	for (i = 0; i < ARRAY_SIZE(want); i++) {
+		void *ep = want[i].of_a ? (void *)a : (void *)cb;
+		void *qp = want[i].of_a ? (void *)a->qp : (void *)qb;
+
+		ret = kevd_wait(evd, 5 * USEC_PER_SEC, 1, &ev, &nmore);
+		if (ret) {
+			KUNIT_FAIL(test, "event %d did not come: %d", i, ret);
+			break;
+		}
+		KUNIT_EXPECT_EQ_MSG(test, ev.event_number, want[i].number,
+				    "event %d", i);
+		if (want[i].number != KEVD_DTO_COMPLETION_EVENT) {
+			KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, ep);
+			continue;
+		}
+		KUNIT_EXPECT_EQ_MSG(test, ev.dto.cookie, (u64)want[i].cookie,
+				    "event %d", i);
+		KUNIT_EXPECT_PTR_EQ(test, ev.dto.ep_context, qp);
+	}
+	cm_expect_none(test, evd);
+
+	ida->qp = NULL;		/* the fake QP is the test's to destroy */
+	kevd_cm_destroy_id(ida);
+	kevd_cm_destroy_id(idb);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_qp_destroy(a->qp);
+	fake_qp_destroy(qb);
+	fake_hca_destroy(hca);
+}
+
 static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_every_event_has_a_row),
 	KUNIT_CASE(kevd_cm_event_map),
@@ -730,6 +864,7 @@ static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_listener_refuses_an_event),
 	KUNIT_CASE(kevd_cm_bind_checks),
 	KUNIT_CASE(kevd_cm_refusal_keeps_data),
+	KUNIT_CASE(kevd_cm_established_before_own_completions),
 	{}
 };
 

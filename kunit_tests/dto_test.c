@@ -1460,9 +1460,11 @@ static void kevd_dto_hold_post_refused(struct kunit *test)
  * The CM binding's gate (an endpoint before its ESTABLISHED): the first
  * completion of the gated QP A is parked and the CQ behind it waits (so
  * does B's DISCONNECTED, held behind the CQ); B's completions ahead of
- * it flow, and the CQ stays unarmed. A's ESTABLISHED, posted while B's
- * DISCONNECTED is held, is held behind it (the connection stream's
- * order): once the gate lifts, the CQ drains in order, then both.
+ * it flow, and the CQ stays unarmed. A's ESTABLISHED, posted with
+ * kevd_post_event() while B's DISCONNECTED is held, is held behind it
+ * (the connection stream's order): once the gate lifts, the CQ drains in
+ * order, then both. (The CM's own post keeps the gate up for it:
+ * kevd_cm_established_before_own_completions.)
  */
 static void kevd_dto_gate_holds_qp(struct kunit *test)
 {
