@@ -1005,8 +1005,7 @@ int kevd_set_unwaitable(struct kevd *evd, bool unwaitable)
 	if (unwaitable) {
 		WRITE_ONCE(evd->state, evd->state | KEVD_STATE_UNWAITABLE);
 		/* the current wait ends, whatever comes before it wakes */
-		if (evd->waiter)
-			WRITE_ONCE(evd->wait_cancelled, true);
+		WRITE_ONCE(evd->unwait_gen, evd->unwait_gen + 1);
 	} else {
 		WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_UNWAITABLE);
 	}
@@ -1023,7 +1022,7 @@ EXPORT_SYMBOL_GPL(kevd_set_unwaitable);
 /* Was the registered wait cancelled (kevd_set_unwaitable())? */
 static bool kevd_wait_cancelled(struct kevd *evd)
 {
-	return READ_ONCE(evd->wait_cancelled) ||
+	return READ_ONCE(evd->unwait_gen) != evd->wait_gen ||
 	       (READ_ONCE(evd->state) & KEVD_STATE_UNWAITABLE);
 }
 
@@ -1068,8 +1067,13 @@ static u32 kevd_wait_fast(struct kevd *evd, u32 threshold,
 	return kevd_take_rest_first(evd, evs, n, false);
 }
 
+/*
+ * Register the waiter, or say why not. @gen: its sample of
+ * evd->unwait_gen, taken as the wait began: a cancel since then, even
+ * undone, cancels it.
+ */
 static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps,
-			   u32 *nmore)
+			   u32 gen, u32 *nmore)
 {
 	unsigned long flags;
 	int ret = 0;
@@ -1083,7 +1087,8 @@ static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps,
 		ret = -EINVAL;
 	else if (evd->waiter)
 		ret = -EBUSY;
-	else if (evd->state & KEVD_STATE_UNWAITABLE)
+	else if ((evd->state & KEVD_STATE_UNWAITABLE) ||
+		 evd->unwait_gen != gen)
 		ret = -ECANCELED;
 	/*
 	 * From an upcall of @evd the caller is the poller that owns it: it
@@ -1093,7 +1098,7 @@ static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps,
 		ret = -EDEADLK;
 	if (!ret) {
 		WRITE_ONCE(evd->waiter, current);
-		WRITE_ONCE(evd->wait_cancelled, false);
+		evd->wait_gen = gen;
 		evd->wait_threshold = threshold;
 		/* a pull passes over a CQ: only then may the waiter pass */
 		if (evd->cq)
@@ -1183,14 +1188,16 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 		    struct kevd_event *evs, u32 n, u32 *nmore)
 {
 	unsigned long deadline;
+	u32 got, gen;
 	long left;
 	int ret;
-	u32 got;
 
 	if (!evd || !evs || !nmore || !threshold || !n)
 		return -EINVAL;
 	might_sleep();
 	trace_kevd_wait_begin(evd, threshold, n);
+	/* a cancel from here on is this wait's, registered or not yet */
+	gen = READ_ONCE(evd->unwait_gen);
 	/*
 	 * Enough queued, or pulled from the CQ: take them without
 	 * registering a waiter (two evd->lock round-trips per call saved),
@@ -1205,7 +1212,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 			return got;
 		}
 	}
-	ret = kevd_wait_begin(evd, threshold, timeout_us != 0, nmore);
+	ret = kevd_wait_begin(evd, threshold, timeout_us != 0, gen, nmore);
 	if (ret)
 		return ret;
 	/* Pairs with kevd_pull_unarmed_ok(): waiter set, then its mark read. */

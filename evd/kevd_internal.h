@@ -261,9 +261,11 @@ struct kevd_direct {
  *	change to NOTIFY (INVOC_ANY) from another policy or upcall owes a
  *	doorbell for what is queued (kevd_modify_upcall()).
  * @waiter: the thread in kevd_wait(), or NULL.
- * @wait_cancelled: kevd_set_unwaitable() cancelled that wait: it returns
- *	-ECANCELED even if the EVD was made waitable again before it woke.
+ * @unwait_gen: counts kevd_set_unwaitable(true) calls. A wait samples it
+ *	as it begins: a call after that cancels it (-ECANCELED), registered
+ *	or not yet, even if the EVD was made waitable again before it woke.
  *	Written under @lock, read without it.
+ * @wait_gen: the registered wait's sample of @unwait_gen; under @lock.
  * @wait_threshold: its threshold.
  * @wait_poller: the waiter's poller, when the waiter is a poller thread
  *	(an upcall of another EVD, or a timeout-0 wait in one of this EVD)
@@ -364,7 +366,8 @@ struct kevd {
 	bool notify_stall_rung;
 	bool notify_owed;
 	struct task_struct *waiter;
-	bool wait_cancelled;
+	u32 unwait_gen;
+	u32 wait_gen;
 	u32 wait_threshold;
 	struct kevd_poller *wait_poller;
 	u32 resize_qlen;

@@ -3247,6 +3247,58 @@ static void kevd_consumer_pull_unarmed_covered(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* kevd_set_unwaitable(true), then (false), from @task's own poll, once. */
+struct cancel_hook {
+	struct task_struct *task;
+	struct kevd *evd;
+	bool fired;
+};
+
+static void cancel_hook_fn(struct ib_cq *cq, void *ctx)
+{
+	struct cancel_hook *c = ctx;
+
+	if (current != c->task || c->fired)
+		return;
+	c->fired = true;
+	kevd_set_unwaitable(c->evd, true);
+	kevd_set_unwaitable(c->evd, false);
+}
+
+/*
+ * A wait that has not registered yet is the current wait too: the cancel
+ * and a false after it come while its first pull polls the empty CQ,
+ * before it registers as the waiter. It returns -ECANCELED; a later wait
+ * is not cancelled. Before, it registered on a waitable EVD and slept
+ * until its timeout.
+ */
+static void kevd_consumer_unwaitable_cancels_unregistered(struct kunit *test)
+{
+	struct cancel_hook c = { .task = current };
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	struct ib_cq *cq;
+	u32 nmore;
+	int ret;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	c.evd = mod_evd(test, hca);
+	cq = kevd_cq(c.evd);
+	KUNIT_ASSERT_TRUE(test, pull_idle(c.evd));
+	fake_cq_set_poll_hook(cq, cancel_hook_fn, &c);
+	ret = kevd_wait(c.evd, 2 * USEC_PER_SEC, 1, &ev, &nmore);
+	fake_cq_set_poll_hook(cq, NULL, NULL);
+	KUNIT_EXPECT_TRUE(test, c.fired);
+	KUNIT_EXPECT_EQ(test, ret, -ECANCELED);
+
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq(cq), 0);
+	KUNIT_EXPECT_EQ(test, kevd_wait(c.evd, 2 * USEC_PER_SEC, 1, &ev,
+					&nmore), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(c.evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- the raw-completion flavour (kevd_upcall.wc_func) ------------------- */
 
 /**
@@ -6358,6 +6410,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_count_never_wraps),
 	KUNIT_CASE(kevd_consumer_notify_rings_queued),
 	KUNIT_CASE(kevd_consumer_unwaitable_cancels_current),
+	KUNIT_CASE(kevd_consumer_unwaitable_cancels_unregistered),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
