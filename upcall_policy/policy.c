@@ -119,6 +119,9 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		kevd_upcall_changed(evd);
 		/* batches still running may hold older events than the ring */
 		kevd_hold_batches(evd, kevd_batches_running(evd));
+		/* a kevd_free() may return while TEARDOWN waits below */
+		if (policy == KEVD_UPCALL_TEARDOWN)
+			kevd_get(evd);
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (ret)
@@ -146,6 +149,7 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 			kevd_schedule(evd);
 	} else if (policy == KEVD_UPCALL_TEARDOWN) {
 		kevd_poll_wait_upcalls(evd);
+		kevd_put(evd);
 	}
 	return 0;
 }
