@@ -173,6 +173,6 @@ void kevd_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev)
 	dto->has_imm = ok && kevd_wc_has_imm(wc);
 	dto->reserved = 0;
 	dto->imm_data = dto->has_imm ? be32_to_cpu(wc->ex.imm_data) : 0;
-	dto->vendor_err = wc->vendor_err;
+	dto->vendor_err = ok ? 0 : wc->vendor_err;
 }
 EXPORT_SYMBOL_GPL(kevd_wc_to_event);

@@ -125,7 +125,7 @@ struct dto_case {
  * A DTO event carries only what the verbs define: the length of received
  * messages, RDMA READs and atomics, a receive's immediate data with
  * IB_WC_WITH_IMM (a sender's completion may have the flag, as mlx5 sets
- * it, but no value). The fake
+ * it, but no value), the vendor error of a failed one. The fake
  * HCA leaves the undefined fields full of garbage, as hardware does, and
  * the completions go through the poller's shared work-completion array
  * after a receive that had both, so a stale value would show.
@@ -175,12 +175,13 @@ static void kevd_consumer_dto_defined_fields(struct kunit *test)
 			.wc_flags = cases[i].flags,
 			.byte_len = cases[i].byte_len,
 			.ex.imm_data = cpu_to_be32(cases[i].imm),
+			.vendor_err = 0x100 + i,
 		};
 
 		KUNIT_ASSERT_EQ(test, fake_cq_add(kevd_cq(evd), &wc), 0);
 	}
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
-		u32 want_imm = 0;
+		u32 want_imm = 0, want_err;
 
 		if (cases[i].want_imm)
 			want_imm = cases[i].imm;
@@ -193,6 +194,11 @@ static void kevd_consumer_dto_defined_fields(struct kunit *test)
 		KUNIT_EXPECT_EQ_MSG(test, ev.dto.has_imm, cases[i].want_imm,
 				    "case %u", i);
 		KUNIT_EXPECT_EQ_MSG(test, ev.dto.imm_data, want_imm,
+				    "case %u", i);
+		want_err = 0;
+		if (cases[i].status != IB_WC_SUCCESS)
+			want_err = 0x100 + i;
+		KUNIT_EXPECT_EQ_MSG(test, ev.dto.vendor_err, want_err,
 				    "case %u", i);
 	}
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);

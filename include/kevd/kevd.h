@@ -209,7 +209,9 @@ enum kevd_upcall_flag {
  * @has_imm: a receive carries immediate data (a sender's completion has
  *	none to give).
  * @reserved: zero.
- * @vendor_err: the provider's vendor error code, for diagnostics.
+ * @vendor_err: the provider's vendor error code of a failed completion,
+ *	for diagnostics; 0 for a successful one (the verbs define it only
+ *	for errors).
  */
 struct kevd_dto_event {
 	void *ep_context;

@@ -577,7 +577,8 @@ EXPORT_SYMBOL_GPL(fake_hca_mode_name);
  * successful completion that is neither a receive, an RDMA READ nor an
  * atomic, and of any failed one; imm_data but of a receive with
  * IB_WC_WITH_IMM (mlx5 sets the flag on a sender's completion too, and
- * writes no value). Fill them with garbage that changes per CQE, so a
+ * writes no value); vendor_err of a successful one (mlx4 and mlx5 write
+ * it only for errors). Fill them with garbage that changes per CQE, so a
  * consumer that sees them fails.
  */
 static void fake_cq_garble(struct ib_wc *wc, u64 n)
@@ -600,6 +601,8 @@ static void fake_cq_garble(struct ib_wc *wc, u64 n)
 		wc->byte_len = 0xbad00000 | (u32)(n & 0xfffff);
 	if (!(wc->opcode & IB_WC_RECV) || !(wc->wc_flags & IB_WC_WITH_IMM))
 		wc->ex.imm_data = cpu_to_be32(0xfa110000 | (u32)(n & 0xffff));
+	if (wc->status == IB_WC_SUCCESS)
+		wc->vendor_err = 0x5e000000 | (u32)(n & 0xffff);
 }
 
 /*
