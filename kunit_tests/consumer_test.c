@@ -950,6 +950,7 @@ static struct kevd *si_hca_evd(struct kunit *test, struct fake_hca **hca,
 struct bell_switch {
 	struct kevd *evd;
 	bool inside;		/* the upcall switches; else the test thread */
+	int flag;		/* of the switch to NOTIFY */
 	struct completion entered;
 	struct completion release;
 	atomic_t calls;
@@ -975,20 +976,30 @@ static void bell_switch_upcall(void *ctx, const struct kevd_event *ev,
 		if (!wait_for_completion_timeout(&s->release, CONS_WAIT))
 			atomic_inc(&s->errors);
 	} else if (kevd_modify_upcall(s->evd, KEVD_UPCALL_NOTIFY, NULL,
-				      KEVD_UPCALL_INVOC_ANY)) {
+				      s->flag)) {
 		atomic_inc(&s->errors);
 	}
 }
 
-static const bool bell_switch_inside[] = { true, false };
+/* Who switches to NOTIFY, and with which upcall flag. */
+struct bell_switch_case {
+	bool inside;
+	int flag;
+};
 
-static void bell_switch_desc(const bool *inside, char *desc)
+static const struct bell_switch_case bell_switch_cases[] = {
+	{ true, KEVD_UPCALL_INVOC_ANY }, { false, KEVD_UPCALL_INVOC_ANY },
+	{ true, KEVD_UPCALL_INVOC_NEW }, { false, KEVD_UPCALL_INVOC_NEW },
+};
+
+static void bell_switch_desc(const struct bell_switch_case *c, char *desc)
 {
-	strscpy(desc, *inside ? "from_upcall" : "from_thread",
-		KUNIT_PARAM_DESC_SIZE);
+	snprintf(desc, KUNIT_PARAM_DESC_SIZE, "%s_%s",
+		 c->inside ? "from_upcall" : "from_thread",
+		 c->flag == KEVD_UPCALL_INVOC_NEW ? "new" : "any");
 }
 
-KUNIT_ARRAY_PARAM(bell_switch, bell_switch_inside, bell_switch_desc);
+KUNIT_ARRAY_PARAM(bell_switch, bell_switch_cases, bell_switch_desc);
 
 #define BELL_SWITCH_WCS	4
 
@@ -997,9 +1008,11 @@ KUNIT_ARRAY_PARAM(bell_switch, bell_switch_inside, bell_switch_desc);
  * ring is empty) and its first upcall runs; then the consumer switches to
  * NOTIFY, from that upcall or from a thread. The completions the batch did
  * not deliver go back to the EVD: they arrived, no doorbell was rung for
- * them, so NOTIFY rings, and the consumer dequeues them. Before, they
- * entered the ring at its head without counting as arrivals, and no
- * doorbell came until another completion did.
+ * them, so NOTIFY rings, and the consumer dequeues them, with INVOC_NEW
+ * as with INVOC_ANY: they arrived after the switch. Before, they entered
+ * the ring at its head without counting as arrivals, and no doorbell came
+ * until another completion did; then, with INVOC_NEW (the flag changed,
+ * its gate closed at the switch), still none.
  */
 static void kevd_consumer_notify_after_direct(struct kunit *test)
 {
@@ -1010,7 +1023,8 @@ static void kevd_consumer_notify_after_direct(struct kunit *test)
 	u32 i;
 
 	KUNIT_ASSERT_NOT_NULL(test, s);
-	s->inside = *(const bool *)test->param_value;
+	s->inside = ((const struct bell_switch_case *)test->param_value)->inside;
+	s->flag = ((const struct bell_switch_case *)test->param_value)->flag;
 	init_completion(&s->entered);
 	init_completion(&s->release);
 	evd = si_hca_evd(test, &hca, 16, 0,
@@ -1026,9 +1040,7 @@ static void kevd_consumer_notify_after_direct(struct kunit *test)
 			goto out;
 		}
 		KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_NOTIFY,
-							 NULL,
-							 KEVD_UPCALL_INVOC_ANY),
-				0);
+							 NULL, s->flag), 0);
 		complete(&s->release);
 	}
 	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&s->doorbells, 1));

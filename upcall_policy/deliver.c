@@ -82,11 +82,14 @@ static bool kevd_deliver_begin(struct kevd *evd, int *policy,
 	/*
 	 * Completions a full ring holds back in the CQ enter it only after
 	 * this batch frees slots: they count as arrivals (else a full ring
-	 * with INVOC_NEW or a rung NOTIFY would wait for itself).
+	 * with INVOC_NEW or a rung NOTIFY would wait for itself). So do
+	 * those a direct batch gave back at the head (notify_owed, which
+	 * the gate cleared when it closed).
 	 */
 	stalled = READ_ONCE(evd->cq_stalled);
 	if (evd->gate_new) {
-		if (READ_ONCE(evd->ring.prod) == evd->gate_prod && !stalled)
+		if (READ_ONCE(evd->ring.prod) == evd->gate_prod && !stalled &&
+		    !evd->notify_owed)
 			goto out;
 		evd->gate_new = false;
 	}
