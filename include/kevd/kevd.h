@@ -188,7 +188,9 @@ enum kevd_upcall_policy {
 
 /**
  * enum kevd_upcall_flag - when an upcall is invoked (DAT 2.0).
- * @KEVD_UPCALL_INVOC_NEW: only for events that arrive after enabling.
+ * @KEVD_UPCALL_INVOC_NEW: upcalls start only on an event that arrives
+ *	after enabling; they then deliver the queue in order, older events
+ *	first (Documentation/kevd/api.rst: what counts as an arrival).
  * @KEVD_UPCALL_INVOC_ANY: whenever the EVD holds an event, including
  *	events already queued when upcalls are enabled.
  */
