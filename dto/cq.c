@@ -711,16 +711,20 @@ void kevd_cq_unstall(struct kevd *evd)
  * a second look and the flag under ring.cons_lock, where a take frees
  * slots and reads the flag (kevd_take()), so that no full barrier is
  * needed on the consumer's path, which a one-event dequeue takes per event.
+ * With the software stream at most half of the free slots (rounded up):
+ * a kevd_post_se() during the poll finds the rest.
  */
 static u32 kevd_cq_reserve(struct kevd *evd, u32 want)
 {
-	u32 n = kevd_ring_reserve(&evd->ring, want);
+	bool share = evd->flags & KEVD_SOFTWARE_FLAG;
+	u32 n = kevd_ring_reserve(&evd->ring, want, share);
 
 	if (n) {
 		kevd_cq_unstall(evd);
 		return n;
 	}
-	n = kevd_ring_reserve_flag(&evd->ring, want, &evd->cq_stalled);
+	n = kevd_ring_reserve_flag(&evd->ring, want, share,
+				   &evd->cq_stalled);
 	if (!n)
 		evd->postats.backpressure_stalls++;
 	return n;
@@ -816,7 +820,7 @@ u32 kevd_cq_requeue(struct kevd *evd, const struct ib_wc *wcs, u32 n)
 	u32 resv;
 
 	kevd_assert_owner(evd);
-	resv = kevd_ring_reserve(&evd->ring, n);
+	resv = kevd_ring_reserve(&evd->ring, n, false);
 	if (resv)
 		kevd_cq_commit(evd, wcs, resv, resv);
 	return resv;
@@ -828,47 +832,55 @@ u32 kevd_cq_requeue(struct kevd *evd, const struct ib_wc *wcs, u32 n)
  * @wcs: room for @want work completions.
  * @want: at most this many, at most KEVD_BATCH.
  * @evs: room for @want events: the caller's (kevd_pull_into()).
- * @direct: set when the completions went to @evs, not to the ring.
+ * @ndirect: set to how many went to @evs (the first ones), not the ring.
  *
  * Slots are reserved first, as for any drain. If the ring is still
  * empty after the poll, the completions are converted straight into @evs
- * and the slots given back unused. If an event was queued meanwhile, the
- * completions go into the ring behind it: it may be the ESTABLISHED that
- * the CM queued before lifting a gate (kevd_cq_ungate()) that this very
- * poll then passed, and no completion of an endpoint comes before its
- * ESTABLISHED.
+ * and the slots given back unused; a poll that filled its reservation
+ * (with the software stream, half the room: kevd_cq_reserve()) is
+ * followed by another, up to @want. If an event was queued meanwhile,
+ * the completions go into the ring behind it: it may be the ESTABLISHED
+ * that the CM queued before lifting a gate (kevd_cq_ungate()) that this
+ * very poll then passed, and no completion of an endpoint comes before
+ * its ESTABLISHED.
  *
  * Context: the owner (a consumer's pull).
- * Return: the number of completions moved.
+ * Return: the number of completions moved, to @evs and to the ring.
  */
 u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
-		     struct kevd_event *evs, bool *direct)
+		     struct kevd_event *evs, u32 *ndirect)
 {
-	u32 resv, i;
+	u32 resv, i, got = 0;
 	int n;
 
 	kevd_assert_owner(evd);
-	*direct = false;
-	resv = kevd_cq_reserve(evd, want);
-	if (!resv)
-		return 0;
-	n = kevd_cq_poll(evd, resv, wcs);
-	/*
-	 * The poll saw the gate lifted, so it sees the ESTABLISHED queued
-	 * before that (the post's release of ring.prod, then evd->lock).
-	 */
-	smp_rmb();
-	if (n > 0 && !kevd_ring_count(&evd->ring)) {
-		for (i = 0; i < n; i++) {
-			kevd_wc_to_event(&wcs[i], &evs[i]);
-			evs[i].evd = evd;
+	*ndirect = 0;
+	while (got < want) {
+		resv = kevd_cq_reserve(evd, want - got);
+		if (!resv)
+			break;
+		n = kevd_cq_poll(evd, resv, wcs);
+		/*
+		 * The poll saw the gate lifted, so it sees the ESTABLISHED
+		 * queued before that (the post's release of ring.prod, then
+		 * evd->lock).
+		 */
+		smp_rmb();
+		if (n <= 0 || kevd_ring_count(&evd->ring)) {
+			kevd_cq_commit(evd, wcs, max(n, 0), resv);
+			return got + max(n, 0);
 		}
-		*direct = true;
+		for (i = 0; i < n; i++) {
+			kevd_wc_to_event(&wcs[i], &evs[got + i]);
+			evs[got + i].evd = evd;
+		}
 		kevd_cq_commit(evd, wcs, 0, resv);	/* the slots back */
-		return n;
+		got += n;
+		*ndirect = got;
+		if (n < resv)
+			break;
 	}
-	kevd_cq_commit(evd, wcs, max(n, 0), resv);
-	return max(n, 0);
+	return got;
 }
 
 /**

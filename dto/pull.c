@@ -124,8 +124,7 @@ static u32 kevd_pull_direct_room(struct kevd *evd, struct kevd_pull_to *to)
 static u32 kevd_pull_direct(struct kevd *evd, struct kevd_pull_to *to,
 			    u32 want)
 {
-	bool direct;
-	u32 n;
+	u32 n, direct;
 
 	local_lock(&kevd_pull_bufs.lock);
 	n = kevd_cq_drain_to(evd, this_cpu_ptr(&kevd_pull_bufs)->wcs, want,
@@ -133,8 +132,8 @@ static u32 kevd_pull_direct(struct kevd *evd, struct kevd_pull_to *to,
 	local_unlock(&kevd_pull_bufs.lock);
 	if (!direct)
 		return n;
-	to->got += n;
-	evd->postats.direct += n;
+	to->got += direct;
+	evd->postats.direct += direct;
 	if (to->got > evd->postats.max_direct)
 		evd->postats.max_direct = to->got;
 	return n;

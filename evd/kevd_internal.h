@@ -468,8 +468,9 @@ static inline u32 kevd_ring_count(const struct kevd_ring *ring)
 }
 
 size_t kevd_ring_bytes(const struct kevd_ring *ring);
-u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want);
-u32 kevd_ring_reserve_flag(struct kevd_ring *ring, u32 want, bool *full);
+u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want, bool share);
+u32 kevd_ring_reserve_flag(struct kevd_ring *ring, u32 want, bool share,
+			   bool *full);
 void __kevd_ring_commit(struct kevd_ring *ring, u32 n, u32 reserved);
 int kevd_ring_post(struct kevd_ring *ring, const struct kevd_event *ev,
 		   enum kevd_stream stream, bool headroom);
@@ -841,7 +842,7 @@ u32 kevd_cq_drain_empty(struct kevd *evd, struct ib_wc *wcs, u32 budget,
 			bool *empty);
 struct kevd *kevd_cq_evd(struct ib_cq *cq);
 u32 kevd_cq_drain_to(struct kevd *evd, struct ib_wc *wcs, u32 want,
-		     struct kevd_event *evs, bool *direct);
+		     struct kevd_event *evs, u32 *ndirect);
 
 /* The queues of a drained QP (struct kevd_qp_drain): bits. */
 #define KEVD_DRAIN_SEND		BIT(0)

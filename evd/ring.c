@@ -173,18 +173,21 @@ static void __kevd_ring_push(struct kevd_ring *ring,
  * kevd_ring_reserve() - reserve slots for a CQ drain.
  * @ring: the ring.
  * @want: slots wanted.
+ * @share: leave at least half of the free slots (rounded down) to other
+ *	producers: software events posted while the drain polls find them.
  *
  * Context: any; takes ring->prod_lock.
  * Return: slots reserved, 0 .. @want; __kevd_ring_commit() gives them
  * back.
  */
-u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want)
+u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want, bool share)
 {
 	unsigned long flags;
-	u32 n;
+	u32 n, free;
 
 	spin_lock_irqsave(&ring->prod_lock, flags);
-	n = min(want, __kevd_ring_free(ring, false));
+	free = __kevd_ring_free(ring, false);
+	n = min(want, share ? DIV_ROUND_UP(free, 2) : free);
 	ring->resv += n;
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
 	return n;
@@ -194,6 +197,7 @@ u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want)
  * kevd_ring_reserve_flag() - kevd_ring_reserve() under the consumers' lock.
  * @ring: the ring.
  * @want: slots wanted.
+ * @share: as for kevd_ring_reserve().
  * @full: the caller's flag: set if no slot was free, else cleared.
  *
  * For a CQ drain whose kevd_ring_reserve() found the ring full. Under
@@ -205,13 +209,14 @@ u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want)
  * Context: any; takes ring->cons_lock, then ring->prod_lock (as resize).
  * Return: slots reserved, 0 .. @want.
  */
-u32 kevd_ring_reserve_flag(struct kevd_ring *ring, u32 want, bool *full)
+u32 kevd_ring_reserve_flag(struct kevd_ring *ring, u32 want, bool share,
+			   bool *full)
 {
 	unsigned long flags;
 	u32 n;
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
-	n = kevd_ring_reserve(ring, want);
+	n = kevd_ring_reserve(ring, want, share);
 	WRITE_ONCE(*full, !n);
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	return n;

@@ -3265,22 +3265,124 @@ static void kevd_consumer_pull_unarmed_covered(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
-/* kevd_set_unwaitable(true), then (false), from @task's own poll, once. */
-struct cancel_hook {
+/* @act(@evd) from @task's own poll of the CQ, once; its result. */
+struct own_poll {
 	struct task_struct *task;
 	struct kevd *evd;
+	int (*act)(struct kevd *evd);
 	bool fired;
+	int rc;
 };
 
-static void cancel_hook_fn(struct ib_cq *cq, void *ctx)
+static void own_poll_fn(struct ib_cq *cq, void *ctx)
 {
-	struct cancel_hook *c = ctx;
+	struct own_poll *p = ctx;
 
-	if (current != c->task || c->fired)
+	if (current != p->task || p->fired)
 		return;
-	c->fired = true;
-	kevd_set_unwaitable(c->evd, true);
-	kevd_set_unwaitable(c->evd, false);
+	p->fired = true;
+	p->rc = p->act(p->evd);
+}
+
+static int own_poll_post(struct kevd *evd)
+{
+	return kevd_post_se(evd, (void *)7);
+}
+
+/*
+ * A software event posted while a poll of the CQ is in flight finds room
+ * in a queue that is far from full: the poll reserves at most half of
+ * what is free (api.rst). A queue of 16 with 0, then 6 events queued; the
+ * post comes from the poll of the consumer's own wait for one more event
+ * than are queued (timeout 0; the CQ is empty): the wait takes the oldest
+ * event, and the rest follow in order, the posted one last. Before, the
+ * poll reserved all 16 (10) free slots, the post failed with -ENOSPC and
+ * the wait timed out.
+ */
+static void kevd_consumer_post_se_beside_poll(struct kunit *test)
+{
+	struct own_poll p = { .task = current, .act = own_poll_post };
+	unsigned long i, queued;
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	struct ib_cq *cq;
+	u32 nmore;
+	int ret;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	p.evd = cq_evd_flags(test, hca, 16, 64,
+			     KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG);
+	cq = kevd_cq(p.evd);
+	for (queued = 0; queued <= 6; queued += 6) {
+		KUNIT_ASSERT_TRUE(test, pull_idle(p.evd));
+		for (i = 0; i < queued; i++)
+			KUNIT_ASSERT_EQ(test, kevd_post_se(p.evd, (void *)i), 0);
+		p.fired = false;
+		fake_cq_set_poll_hook(cq, own_poll_fn, &p);
+		ret = kevd_wait(p.evd, 0, queued + 1, &ev, &nmore);
+		fake_cq_set_poll_hook(cq, NULL, NULL);
+		KUNIT_EXPECT_TRUE(test, p.fired);
+		KUNIT_EXPECT_EQ_MSG(test, p.rc, 0, "%lu queued", queued);
+		KUNIT_EXPECT_EQ_MSG(test, ret, 0, "%lu queued", queued);
+		/* the queued ones in order, the posted one last */
+		for (i = 0; !ret && i <= queued; i++) {
+			if (i && kevd_dequeue(p.evd, &ev)) {
+				KUNIT_FAIL(test, "event %lu of %lu missing", i,
+					   queued + 1);
+				break;
+			}
+			KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer,
+					    (void *)(i < queued ? i : 7));
+		}
+		while (!kevd_dequeue(p.evd, &ev))
+			;
+	}
+	KUNIT_EXPECT_EQ(test, kevd_free(p.evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/*
+ * A batch call on a small queue with the software stream still takes as
+ * many completions as it asks for straight from the CQ: its poll reserves
+ * half the room (kevd_consumer_post_se_beside_poll), then polls again.
+ * The CQ's notifications are muted, so only the consumer's calls poll.
+ */
+static void kevd_consumer_batch_fills_small_queue(struct kunit *test)
+{
+	struct kevd_event *evs;
+	struct fake_hca *hca;
+	struct kevd *evd;
+	struct ib_cq *cq;
+	int i, n, next = 0;
+
+	evs = kunit_kcalloc(test, 16, sizeof(*evs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, evs);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	evd = cq_evd_flags(test, hca, 16, 64,
+			   KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG);
+	cq = kevd_cq(evd);
+	KUNIT_ASSERT_EQ(test, rdma_set_cq_moderation(cq, U16_MAX, 0), 0);
+	KUNIT_ASSERT_TRUE(test, pull_idle(evd));
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, 40), 40);
+	for (n = 16; next < 40; n = min(16, 40 - next)) {
+		KUNIT_ASSERT_EQ_MSG(test, kevd_dequeue_batch(evd, evs, 16), n,
+				    "at %d", next);
+		for (i = 0; i < n; i++)
+			KUNIT_EXPECT_EQ(test, evs[i].dto.cookie, (u64)next + i);
+		next += n;
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue_batch(evd, evs, 16), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/* kevd_set_unwaitable(true), then (false). */
+static int own_poll_cancel(struct kevd *evd)
+{
+	kevd_set_unwaitable(evd, true);
+	return kevd_set_unwaitable(evd, false);
 }
 
 /*
@@ -3292,7 +3394,7 @@ static void cancel_hook_fn(struct ib_cq *cq, void *ctx)
  */
 static void kevd_consumer_unwaitable_cancels_unregistered(struct kunit *test)
 {
-	struct cancel_hook c = { .task = current };
+	struct own_poll c = { .task = current, .act = own_poll_cancel };
 	struct fake_hca *hca;
 	struct kevd_event ev;
 	struct ib_cq *cq;
@@ -3304,7 +3406,7 @@ static void kevd_consumer_unwaitable_cancels_unregistered(struct kunit *test)
 	c.evd = mod_evd(test, hca);
 	cq = kevd_cq(c.evd);
 	KUNIT_ASSERT_TRUE(test, pull_idle(c.evd));
-	fake_cq_set_poll_hook(cq, cancel_hook_fn, &c);
+	fake_cq_set_poll_hook(cq, own_poll_fn, &c);
 	ret = kevd_wait(c.evd, 2 * USEC_PER_SEC, 1, &ev, &nmore);
 	fake_cq_set_poll_hook(cq, NULL, NULL);
 	KUNIT_EXPECT_TRUE(test, c.fired);
@@ -6429,6 +6531,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_notify_rings_queued),
 	KUNIT_CASE(kevd_consumer_unwaitable_cancels_current),
 	KUNIT_CASE(kevd_consumer_unwaitable_cancels_unregistered),
+	KUNIT_CASE(kevd_consumer_post_se_beside_poll),
+	KUNIT_CASE(kevd_consumer_batch_fills_small_queue),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
