@@ -1107,8 +1107,17 @@ static int kc_mr_steps(struct kc_dev *d, struct ib_qp *aqp, struct ib_qp *pqp,
 	if (!ret)
 		ret = kc_rdma(d, aqp, mr, true, KC_MR_LEN, 0, 408, &status);
 	/* iWARP completes a WRITE once sent: a READ behind it sees the error */
-	if (!ret && status == KEVD_DTO_SUCCESS)
+	if (!ret && status == KEVD_DTO_SUCCESS) {
 		ret = kc_rdma(d, aqp, mr, false, 0, 1, 409, &status);
+		/*
+		 * unless the peer's TERMINATE broke the connection before the
+		 * READ was posted: siw then refuses the post
+		 */
+		if (ret == -ENOTCONN && rdma_protocol_iwarp(d->dev, 1)) {
+			ret = 0;
+			status = KEVD_DTO_ERR_FLUSHED;
+		}
+	}
 	/*
 	 * IB and RoCE report REMOTE_ACCESS. siw, iWARP, reports it with a
 	 * TERMINATE that breaks the connection: the READ behind is flushed.
