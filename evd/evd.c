@@ -80,6 +80,7 @@ static void kevd_consumer_done(struct kevd *evd, bool taker)
 static void kevd_release_rcu(struct rcu_head *rcu)
 {
 	struct kevd *evd = container_of(rcu, struct kevd, rcu);
+	bool pinned = evd->pins_kevd;
 	struct list_head *a, *tmp;
 
 	list_for_each_safe(a, tmp, &evd->kept)
@@ -87,6 +88,9 @@ static void kevd_release_rcu(struct rcu_head *rcu)
 	kevd_ring_destroy(&evd->ring);
 	kevd_dim_free(evd);
 	kfree(evd);
+	/* kevd's exit waits for this callback (rcu_barrier()) */
+	if (pinned)
+		module_put(THIS_MODULE);
 }
 
 static void kevd_release(struct kref *ref)
@@ -283,9 +287,10 @@ static int kevd_check_attr(struct ib_device *dev, const struct kevd_attr *attr)
  * @dev: the device of the DTO stream's CQ; may be NULL without
  *	%KEVD_DTO_FLAG.
  * @attr: attributes, from kevd_attr_init() and the consumer.
- * @owner: the module that owns it (THIS_MODULE of the caller; NULL when
- *	built in). If that module unloads with the EVD open, kevd reports
- *	it and frees it (evd/main.c).
+ * @owner: the module that owns it (THIS_MODULE of the caller), or NULL:
+ *	no module. If that module unloads with the EVD open, kevd reports
+ *	it and frees it (evd/main.c). An EVD that no module owns keeps kevd
+ *	loaded until it is freed (its CQ's handlers are kevd's code).
  *
  * With %KEVD_DTO_FLAG the EVD owns a CQ on @dev (kevd_cq()), armed and
  * served by a poller thread. The queue length may be larger than asked;
@@ -358,6 +363,10 @@ struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
 			goto err_async;
 	} else {
 		evd->home = kevd_poller_pick(cpu);
+	}
+	if (!owner) {
+		__module_get(THIS_MODULE);	/* until its memory goes */
+		evd->pins_kevd = true;
 	}
 	kevd_register(evd);
 	trace_kevd_create(evd);

@@ -346,8 +346,11 @@ struct kevd_direct {
  * @list: on the global list of EVDs (debugfs, totals).
  * @id: a number for debugfs.
  * @owner: the module that created the EVD (kevd_create()'s THIS_MODULE;
- *	NULL when built in, or once reported at its unload: evd/main.c).
- *	Compared, never dereferenced.
+ *	NULL when no module owns it, or once reported at its unload:
+ *	evd/main.c). Compared, never dereferenced.
+ * @pins_kevd: no module owns it: kevd.ko holds a reference of its own,
+ *	dropped with the EVD's memory (kevd_release_rcu()), so that kevd
+ *	never unloads with it open.
  */
 struct kevd {
 	struct kevd_ring ring;
@@ -417,6 +420,7 @@ struct kevd {
 	struct list_head list;
 	unsigned int id;
 	struct module *owner;
+	bool pins_kevd;
 };
 
 /* evd/evd.c: what the CM binding (cm/cm.c) needs */

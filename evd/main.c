@@ -8,10 +8,12 @@
  * by name and owner, as the module goes (MODULE_STATE_GOING: its exit has
  * run, its code is still there), and frees it. An EVD that cannot be
  * freed (QPs on its CQ, another EVD or a CM binding using it) has its
- * upcalls torn down and stays; kevd then takes a reference on itself: its
- * completion handler remains the CQ's, so kevd.ko must not unload (rmmod
- * says it is in use). A CM binding left bound still calls the module's
- * rdma_cm handler, which kevd cannot tear down (api.rst says so).
+ * upcalls torn down and stays; kevd then takes a reference on itself
+ * until the EVD is freed: its completion handler remains the CQ's, so
+ * kevd.ko must not unload (rmmod says it is in use). An EVD created with
+ * no owner holds such a reference from its creation. A CM binding left
+ * bound still calls the module's rdma_cm handler, which kevd cannot tear
+ * down (api.rst says so).
  */
 #include <linux/module.h>
 #include <linux/rcupdate.h>
@@ -41,8 +43,10 @@ static void kevd_reap(struct module *mod, const char *who)
 			kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN, NULL,
 					   KEVD_UPCALL_INVOC_ANY);
 			WRITE_ONCE(evd->owner, NULL);	/* compared no more */
-			if (mod)
+			if (mod && !evd->pins_kevd) {
 				__module_get(THIS_MODULE);
+				evd->pins_kevd = true;	/* until it is freed */
+			}
 		}
 		kevd_put(evd);
 		if (ret && !mod)
@@ -89,7 +93,7 @@ static void __exit kevd_exit(void)
 {
 	unregister_module_notifier(&kevd_module_nb);
 	kevd_cm_exit();
-	/* built-in creators only: a module's EVDs went with it */
+	/* none: an EVD no module owns holds kevd (a safety net) */
 	kevd_reap(NULL, "the kernel");
 	kevd_debugfs_exit();
 	kevd_pollers_stop();

@@ -3265,6 +3265,36 @@ static void kevd_consumer_pull_unarmed_covered(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * An EVD that no module owns (__kevd_create() with a NULL owner) keeps
+ * kevd.ko loaded until it is freed: nothing reports or frees it at a
+ * module's unload, and its CQ's handlers are kevd's code. Before, kevd's
+ * reference count did not move, and kevd could unload with it open.
+ */
+static void kevd_consumer_unowned_pins_kevd(struct kunit *test)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+	int refs;
+
+	refs = kevd_test_module_refs("kevd");
+	KUNIT_ASSERT_GE(test, refs, 0);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_SOFTWARE_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = __kevd_create(NULL, &attr, NULL);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	KUNIT_EXPECT_EQ(test, kevd_test_module_refs("kevd"), refs + 1);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	KUNIT_EXPECT_EQ(test, kevd_test_module_refs("kevd"), refs);
+	/* one that its module owns does not */
+	evd = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	KUNIT_EXPECT_EQ(test, kevd_test_module_refs("kevd"), refs);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
 /* @act(@evd) from @task's own poll of the CQ, once; its result. */
 struct own_poll {
 	struct task_struct *task;
@@ -6533,6 +6563,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_unwaitable_cancels_unregistered),
 	KUNIT_CASE(kevd_consumer_post_se_beside_poll),
 	KUNIT_CASE(kevd_consumer_batch_fills_small_queue),
+	KUNIT_CASE(kevd_consumer_unowned_pins_kevd),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),

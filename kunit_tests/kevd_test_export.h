@@ -23,6 +23,8 @@ bool kevd_test_wait_count_for(atomic_t *v, int target, unsigned long bound);
 
 /* Run a shell command in user space and wait: its exit status, or -errno. */
 int kevd_test_sh(const char *cmd);
+/* A module's reference count (sysfs), after pending RCU callbacks. */
+int kevd_test_module_refs(const char *name);
 
 struct kevd;
 /* Wait until a thread waits in kevd_wait() on @evd (60 s bound). */

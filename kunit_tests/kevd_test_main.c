@@ -9,6 +9,8 @@
 #include <linux/fs.h>
 #include <linux/kthread.h>
 #include <linux/mm.h>
+#include <linux/rcupdate.h>
+#include <linux/string.h>
 #include <linux/umh.h>
 #include "kevd_test.h"
 
@@ -261,6 +263,31 @@ char *kevd_test_read_file(const char *path, size_t max)
 	filp_close(f, NULL);
 	return buf;
 }
+
+/**
+ * kevd_test_module_refs() - a module's reference count, from sysfs.
+ * @name: the module.
+ *
+ * After the RCU callbacks queued so far (kevd frees EVDs in them).
+ *
+ * Return: /sys/module/@name/refcnt, or -errno.
+ */
+int kevd_test_module_refs(const char *name)
+{
+	char path[64];
+	char *text;
+	int refs, ret;
+
+	rcu_barrier();
+	snprintf(path, sizeof(path), "/sys/module/%s/refcnt", name);
+	text = kevd_test_read_file(path, 32);
+	if (!text)
+		return -ENOENT;
+	ret = kstrtoint(strim(text), 10, &refs);
+	kvfree(text);
+	return ret ?: refs;
+}
+EXPORT_SYMBOL_GPL(kevd_test_module_refs);
 
 /**
  * kevd_test_part_next() - the next part of a stress split in parts.
