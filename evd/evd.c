@@ -80,7 +80,7 @@ static void kevd_consumer_done(struct kevd *evd, bool taker)
 static void kevd_release_rcu(struct rcu_head *rcu)
 {
 	struct kevd *evd = container_of(rcu, struct kevd, rcu);
-	bool pinned = evd->pins_kevd;
+	bool pinned = !evd->owner;	/* no module: kevd holds itself */
 	struct list_head *a, *tmp;
 
 	list_for_each_safe(a, tmp, &evd->kept)
@@ -364,10 +364,8 @@ struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
 	} else {
 		evd->home = kevd_poller_pick(cpu);
 	}
-	if (!owner) {
+	if (!owner)
 		__module_get(THIS_MODULE);	/* until its memory goes */
-		evd->pins_kevd = true;
-	}
 	kevd_register(evd);
 	trace_kevd_create(evd);
 	if (evd->arm_failed)	/* the CQ is not armed: a pass arms it */

@@ -347,10 +347,9 @@ struct kevd_direct {
  * @id: a number for debugfs.
  * @owner: the module that created the EVD (kevd_create()'s THIS_MODULE;
  *	NULL when no module owns it, or once reported at its unload:
- *	evd/main.c). Compared, never dereferenced.
- * @pins_kevd: no module owns it: kevd.ko holds a reference of its own,
- *	dropped with the EVD's memory (kevd_release_rcu()), so that kevd
- *	never unloads with it open.
+ *	evd/main.c). Compared, never dereferenced. While it is NULL kevd.ko
+ *	holds a reference of its own, dropped with the EVD's memory
+ *	(kevd_release_rcu()), so that kevd never unloads with it open.
  */
 struct kevd {
 	struct kevd_ring ring;
@@ -420,7 +419,6 @@ struct kevd {
 	struct list_head list;
 	unsigned int id;
 	struct module *owner;
-	bool pins_kevd;
 };
 
 /* evd/evd.c: what the CM binding (cm/cm.c) needs */

@@ -42,10 +42,11 @@ static void kevd_reap(struct module *mod, const char *who)
 			       who, evd->id, param.qlen, param.flags, ret);
 			kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN, NULL,
 					   KEVD_UPCALL_INVOC_ANY);
-			WRITE_ONCE(evd->owner, NULL);	/* compared no more */
-			if (mod && !evd->pins_kevd) {
+			/* at kevd's exit: owner NULL already, and kevd held */
+			if (mod) {
+				/* compared no more; kevd held until it is freed */
+				WRITE_ONCE(evd->owner, NULL);
 				__module_get(THIS_MODULE);
-				evd->pins_kevd = true;	/* until it is freed */
 			}
 		}
 		kevd_put(evd);
