@@ -30,7 +30,8 @@
  *
  * Ownership: while KEVD_POLL_SCHED is set exactly one poller owns the EVD:
  * it alone drains and arms the CQ. For MANY the owner hands the EVD to the
- * next poller before it runs a batch of upcalls, so batches overlap.
+ * next poller not inside an upcall before it runs a batch of upcalls, so
+ * batches overlap.
  * kevd_assert_owner() checks, on debug kernels, that the caller is the
  * poller thread making the pass over the EVD.
  *
@@ -40,7 +41,8 @@
  * pass (kevd_poll_queued_here()). An upcall batch that took longer
  * than KEVD_SLOW_UPCALL_NS (or slept that long) marks its EVD slow, and
  * before a poller runs upcalls of a slow EVD it passes the
- * other EVDs it holds to the next poller. So a slow upcall delays only
+ * other EVDs it holds to the next poller not inside an upcall (if there
+ * is one; else it keeps them). So a slow upcall delays only
  * its own EVD, except, once, the EVDs already queued behind its first
  * slow batch (with a single poller, all of them). Fast upcalls pass
  * nothing: handing the queue over at every batch made two pollers trade
@@ -185,16 +187,28 @@ struct kevd_poller *kevd_current_poller(void)
 	return kthread_data(current);
 }
 
+/*
+ * The first poller after @p that is not inside an upcall, for what @p
+ * passes on: a poller inside an upcall may stay there as long as the
+ * upcall likes, even wait for the work passed to it. NULL if every other
+ * poller is inside one (or there is none): @p keeps its work.
+ */
+static struct kevd_poller *kevd_poller_other_free(struct kevd_poller *p)
+{
+	struct kevd_poller *q;
+
+	for (q = kevd_poller_next(p); q != p; q = kevd_poller_next(q))
+		if (!READ_ONCE(q->in_upcall))
+			return q;
+	return NULL;
+}
+
 /* The home poller, or the first after it that is not inside an upcall. */
 static struct kevd_poller *kevd_poller_free(struct kevd *evd)
 {
 	struct kevd_poller *p = evd->home;
-	unsigned int i;
 
-	for (i = 0; i < kevd_pool.nr_pollers; i++, p = kevd_poller_next(p))
-		if (!READ_ONCE(p->in_upcall))
-			return p;
-	return NULL;
+	return READ_ONCE(p->in_upcall) ? kevd_poller_other_free(p) : p;
 }
 
 static void kevd_poller_move_on(struct kevd_poller *p, struct kevd *evd,
@@ -803,17 +817,18 @@ bool kevd_poller_owns(struct kevd *evd)
 }
 
 /*
- * Pass the EVDs queued on @p to the next poller: @p is about to upcall.
- * Return: false if there is no other poller.
+ * Pass the EVDs queued on @p to the next poller not inside an upcall:
+ * @p is about to upcall.
+ * Return: false if there is no such poller.
  */
 static bool kevd_poller_shed(struct kevd_poller *p)
 {
-	struct kevd_poller *to = kevd_poller_next(p);
+	struct kevd_poller *to = kevd_poller_other_free(p);
 	unsigned long flags;
 	struct kevd *evd;
 	LIST_HEAD(moved);
 
-	if (to == p)
+	if (!to)
 		return false;
 	list_splice_init(&p->todo, &moved);
 	/* Racy peek: an EVD queued just after it is served after the upcall. */
@@ -884,17 +899,22 @@ struct kevd_batch *kevd_poller_current_batch(struct kevd *evd)
 }
 
 /**
- * kevd_poller_handoff() - give an owned EVD to the next poller (MANY).
+ * kevd_poller_handoff() - give an owned EVD to another poller (MANY).
  * @p: the current owner.
  * @evd: the EVD.
+ *
+ * To the next poller not inside an upcall: a busy one would hold the
+ * rest of the EVD's events behind an upcall of another EVD, which may
+ * even wait for them. With none, @p keeps @evd and delivers the rest
+ * after its batch.
  *
  * Return: true if handed off (the caller no longer owns @evd).
  */
 bool kevd_poller_handoff(struct kevd_poller *p, struct kevd *evd)
 {
-	struct kevd_poller *to = kevd_poller_next(p);
+	struct kevd_poller *to = kevd_poller_other_free(p);
 
-	if (to == p)
+	if (!to)
 		return false;
 	p->passing = NULL;	/* kevd_poller_owns(): no longer this pass's */
 	kevd_poller_enqueue(to, evd);

@@ -6187,6 +6187,51 @@ static void kevd_consumer_cross_wait_busy_pollers(struct kunit *test)
 	cross_block_end(test, blk, c);
 }
 
+#define MANY_BUSY_EVENTS	48	/* three MANY batches */
+
+static void many_busy_upcall(void *ctx, const struct kevd_event *ev,
+			     bool more)
+{
+	atomic_inc(ctx);
+}
+
+/*
+ * CPU 1's poller held inside C's upcall; B (MANY, homed on CPU 0) gets
+ * three batches' worth of events at once. Its owner must not hand it to
+ * the poller inside C's upcall, which may never come back (C's upcall
+ * could wait for B's events): every event is delivered while C's upcall
+ * still holds its poller.
+ */
+static void kevd_consumer_many_skips_busy_poller(struct kunit *test)
+{
+	struct kevd_upcall up = { many_busy_upcall, NULL };
+	struct cross_block *blk;
+	struct kevd *b, *c;
+	atomic_t *n;
+	int i;
+
+	blk = cross_block_hold(test, &c);
+	/* not the test's: a failed assertion leaves B's upcalls using it */
+	n = kzalloc(sizeof(*n), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, n);
+	up.ctx = n;
+	b = kevd_test_create_on(test, 64, KEVD_SOFTWARE_FLAG,
+				KEVD_UPCALL_DISABLE, NULL, 0, 0);
+	for (i = 0; i < MANY_BUSY_EVENTS; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(b, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(b, KEVD_UPCALL_MANY, &up,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count_for(n, MANY_BUSY_EVENTS,
+							 10 * HZ));
+	KUNIT_EXPECT_EQ(test, atomic_read(&blk->entered), 1);
+	cross_block_end(test, blk, c);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(b, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(n), MANY_BUSY_EVENTS);
+	KUNIT_EXPECT_EQ(test, kevd_free(b), 0);
+	kfree(n);
+}
+
 #define CROSS_WAIT_OTHER	200	/* A's threshold: above two budgets */
 #define CROSS_WAIT_LEAVE	32	/* below what one dequeue's pull moves */
 
@@ -6574,6 +6619,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_wait_from_other_upcall),
 	KUNIT_CASE(kevd_consumer_cross_wait_one_poller),
 	KUNIT_CASE(kevd_consumer_cross_wait_busy_pollers),
+	KUNIT_CASE(kevd_consumer_many_skips_busy_poller),
 	KUNIT_CASE(kevd_consumer_cross_wait_other_dequeue),
 	KUNIT_CASE(kevd_consumer_cross_wait_leaves_pass),
 	KUNIT_CASE(kevd_consumer_cross_wait_arm_fails),
