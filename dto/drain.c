@@ -204,7 +204,10 @@ static void kevd_cq_holds_end(struct kevd *evd, struct ib_qp *qp)
  * CQ may still hold completions of it: @d stays, an orphan, so that they
  * are converted without reading the QP (kevd_cq_take_markers()), until
  * its markers are in, or a poll begun after the QP's destroy
- * (kevd_cq_qp_gone()) finds the CQ empty.
+ * (kevd_cq_qp_gone()) finds the CQ empty. Seen is not enough: the
+ * completions polled with its last marker, or before the CQ was found
+ * empty, may wait in a batch that converts each as its upcall comes
+ * (kevd_cq_convert()); the orphan waits for that later poll.
  */
 static void kevd_cq_drain_end(struct kevd *evd, struct kevd_qp_drain *d,
 			      bool done)
@@ -212,8 +215,9 @@ static void kevd_cq_drain_end(struct kevd *evd, struct kevd_qp_drain *d,
 	unsigned long flags;
 
 	spin_lock_irqsave(&evd->lock, flags);
-	if (!done && !d->seen) {
+	if (!done) {
 		d->orphan = true;
+		d->seen = false;	/* ended again by kevd_cq_drains_empty() */
 		d = NULL;
 	} else {
 		list_del(&d->node);

@@ -1815,6 +1815,119 @@ static void kevd_dto_flush_gives_up_in_batch(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/**
+ * struct gone_late - upcalls that hold the first two events.
+ * @entered: the upcall of event i runs (i < 2).
+ * @release: the upcall of event i may return.
+ * @ctx: the ep_context of each event, in order.
+ * @n: events seen.
+ */
+struct gone_late {
+	struct completion entered[2], release[2];
+	void *ctx[3];
+	atomic_t n;
+};
+
+static void gone_late_upcall(void *ctx, const struct kevd_event *ev,
+			     bool more)
+{
+	struct gone_late *r = ctx;
+	int i = atomic_read(&r->n);
+
+	if (i < ARRAY_SIZE(r->ctx))
+		r->ctx[i] = ev->dto.ep_context;
+	atomic_inc(&r->n);
+	if (i < ARRAY_SIZE(r->entered)) {
+		complete(&r->entered[i]);
+		wait_for_completion_timeout(&r->release[i], 60 * HZ);
+	}
+}
+
+/* kevd_cq_flush_qp() of @qp in a thread of its own */
+struct gone_flush {
+	struct kevd *evd;
+	struct ib_qp *qp;
+	struct completion done;
+};
+
+static int gone_flush_fn(void *data)
+{
+	struct gone_flush *g = data;
+
+	kevd_cq_flush_qp(g->evd, g->qp, false);	/* gives up, with a warning */
+	complete(&g->done);
+	return 0;
+}
+
+/*
+ * B's drain registers while an upcall of A's completion holds the
+ * poller; B's two completions come in the next poll, which finds the CQ
+ * empty after them (the drain has seen them), and the upcall of the
+ * first holds again until the drain gave up and B is destroyed. Seen is
+ * not converted: the second must not read B.
+ */
+static void kevd_dto_flush_gives_up_seen(struct kunit *test)
+{
+	struct ib_wc wcs[3] = {
+		{ .wr_id = 0, .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV },
+		{ .wr_id = 1, .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV },
+		{ .wr_id = 2, .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV },
+	};
+	struct gone_late *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct gone_flush *g = kunit_kzalloc(test, sizeof(*g), GFP_KERNEL);
+	struct kevd_upcall up = { gone_late_upcall, r };
+	struct task_struct *t;
+	struct ib_qp *qa, *qb;
+	struct fake_hca *hca;
+	unsigned long end;
+	struct kevd *evd;
+	int i;
+
+	KUNIT_ASSERT_TRUE(test, r && g);
+	for (i = 0; i < ARRAY_SIZE(r->entered); i++) {
+		init_completion(&r->entered[i]);
+		init_completion(&r->release[i]);
+	}
+	evd = gate_env(test, KEVD_DTO_FLAG, &hca, &qa, &qb);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(evd,
+						 KEVD_UPCALL_SINGLE_INSTANCE,
+						 &up, KEVD_UPCALL_INVOC_ANY), 0);
+	wcs[0].qp = qa;
+	wcs[1].qp = qb;
+	wcs[2].qp = qb;
+	KUNIT_ASSERT_EQ(test, fake_cq_add_burst(kevd_cq(evd), wcs, 1), 1);
+	KUNIT_ASSERT_TRUE(test, wait_for_completion_timeout(&r->entered[0],
+							    60 * HZ));
+	/* one burst: the next poll takes both, and finds the CQ empty */
+	KUNIT_ASSERT_EQ(test, fake_cq_add_burst(kevd_cq(evd), wcs + 1, 2), 2);
+	g->evd = evd;
+	g->qp = qb;
+	init_completion(&g->done);
+	t = kthread_run(gone_flush_fn, g, "kevd_test_flush");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(t));
+	end = jiffies + 60 * HZ;
+	while (!READ_ONCE(evd->ndrains) && time_before(jiffies, end))
+		schedule_timeout_uninterruptible(1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(evd->ndrains), 1U);
+	complete(&r->release[0]);
+	KUNIT_EXPECT_TRUE(test, wait_for_completion_timeout(&r->entered[1],
+							    60 * HZ));
+	KUNIT_EXPECT_TRUE(test, wait_for_completion_timeout(&g->done,
+							    60 * HZ));
+	memset(qb, 0x6b, sizeof(*qb));		/* destroyed */
+	kevd_cq_qp_gone(evd, qb);
+	complete(&r->release[1]);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->n, 3));
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_PTR_EQ(test, r->ctx[0], (void *)qa);
+	KUNIT_EXPECT_PTR_EQ(test, r->ctx[1], (void *)qb);
+	KUNIT_EXPECT_PTR_EQ(test, r->ctx[2], NULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->n), 3);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* @qp: not in error, on no CQ (the fake HCA has no QPs): no markers */
 struct flush_in_upcall {
 	struct kevd *e;
@@ -2577,6 +2690,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_flush_from_upcall),
 	KUNIT_CASE(kevd_dto_flush_gives_up),
 	KUNIT_CASE(kevd_dto_flush_gives_up_in_batch),
+	KUNIT_CASE(kevd_dto_flush_gives_up_seen),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
 	KUNIT_CASE_PARAM_ATTR(kevd_dto_stress, dto_stress_gen_params,
 			      { .speed = KUNIT_SPEED_SLOW }),
