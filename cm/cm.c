@@ -899,7 +899,9 @@ EXPORT_SYMBOL_GPL(kevd_cm_context);
  * a listener that nobody accepted or rejected are rejected, as not the
  * peer consumer's (a DAT requester sees NON_PEER_REJECTED); their CR
  * events' private data stays until the CR EVD is freed. The private
- * data of its own events is freed, and its EVDs can be freed again.
+ * data of its own events is freed, unless one of them is still held
+ * behind the CQ (it reaches the consumer after the destroy): then it
+ * stays until the connection EVD is freed. Its EVDs can be freed again.
  * An id kevd does not bind (its kevd_cm_bind() failed, say) is only
  * destroyed, as rdma_destroy_id() does; its context stays the consumer's.
  *
@@ -926,6 +928,14 @@ void kevd_cm_destroy_id(struct rdma_cm_id *id)
 	kevd_cm_destroy_qp(cm, in_error);
 	rdma_destroy_id(id);
 	kevd_cm_end_requests(cm);
+	/*
+	 * An event of the endpoint still held behind the CQ reaches the
+	 * consumer after this destroy (the release lets a held ESTABLISHED
+	 * in): its private data goes to the connection EVD, as on a
+	 * handler's non-zero return.
+	 */
+	if (cm->conn_evd && kevd_ring_fenced_ep(&cm->conn_evd->ring, cm->ep))
+		kevd_keep(cm->conn_evd, &cm->pdata);
 	kevd_cm_release(cm);
 }
 EXPORT_SYMBOL_GPL(kevd_cm_destroy_id);

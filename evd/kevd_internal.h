@@ -488,6 +488,7 @@ int kevd_ring_grow(struct kevd_ring *ring, u32 k);
 int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev,
 		    const void *key);
 bool kevd_ring_fenced_has(struct kevd_ring *ring, const void *key);
+bool kevd_ring_fenced_ep(struct kevd_ring *ring, const void *ep);
 int kevd_ring_unfence_key(struct kevd_ring *ring, const void *key);
 u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued);
 u32 kevd_ring_unfence_flag(struct kevd_ring *ring, u32 *queued, bool *full);

@@ -775,6 +775,33 @@ bool kevd_ring_fenced_has(struct kevd_ring *ring, const void *key)
 }
 
 /**
+ * kevd_ring_fenced_ep() - is a connection event of endpoint @ep fenced?
+ * @ring: the ring.
+ * @ep: the endpoint (&struct kevd_connection_event's ep).
+ *
+ * Context: any; takes ring->prod_lock.
+ * Return: true if one is.
+ */
+bool kevd_ring_fenced_ep(struct kevd_ring *ring, const void *ep)
+{
+	struct kevd_fenced *f;
+	unsigned long flags;
+	bool has = false;
+
+	if (!READ_ONCE(ring->nfenced))
+		return false;
+	spin_lock_irqsave(&ring->prod_lock, flags);
+	list_for_each_entry(f, &ring->fenced, node) {
+		if (f->ev.connection.ep == ep) {
+			has = true;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&ring->prod_lock, flags);
+	return has;
+}
+
+/**
  * kevd_ring_unfence_key() - queue the fenced event of @key now.
  * @ring: the ring.
  * @key: a key given to kevd_ring_fence(); not NULL.

@@ -853,6 +853,101 @@ static void kevd_cm_established_before_own_completions(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * A's ESTABLISHED, with private data, is held behind C's DISCONNECTED,
+ * which waits for the CQ: B, still connecting, has a completion parked
+ * there. The consumer destroys A before it saw the ESTABLISHED; the
+ * destroy lets it in (its completions would follow it), so it reaches
+ * the consumer after the destroy, and its private data must still be
+ * there.
+ */
+static void kevd_cm_held_established_keeps_data(struct kunit *test)
+{
+	struct cm_active *a = kunit_kzalloc(test, sizeof(*a), GFP_KERNEL);
+	struct cm_active *b = kunit_kzalloc(test, sizeof(*b), GFP_KERNEL);
+	struct cm_chain *cc = kunit_kzalloc(test, sizeof(*cc), GFP_KERNEL);
+	u8 *pdata = kunit_kzalloc(test, KEVD_CM_MAX_PRIVATE_DATA, GFP_KERNEL);
+	struct kevd_cm_attr attr = { };
+	struct rdma_cm_id *ida, *idb, *idc;
+	struct kevd_attr eattr;
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	const u32 len = 60;
+	void *churn[32];
+	struct kevd *evd;
+	struct ib_cq *cq;
+	int i;
+
+	KUNIT_ASSERT_TRUE(test, a && b && cc && pdata);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&eattr);
+	eattr.qlen = 64;
+	eattr.cq_depth = 256;
+	eattr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	eattr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(hca), &eattr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	cq = kevd_cq(evd);
+	a->qp = fake_qp_create(hca, cq, 16);
+	b->qp = fake_qp_create(hca, cq, 16);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(a->qp) || IS_ERR(b->qp));
+
+	ida = rdma_create_id(&init_net, cm_active_handler, a, RDMA_PS_TCP,
+			     IB_QPT_RC);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, ida);
+	idb = rdma_create_id(&init_net, cm_active_handler, b, RDMA_PS_TCP,
+			     IB_QPT_RC);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, idb);
+	idc = cm_id(test, cc);
+	attr.conn_evd = evd;
+	attr.ep = a;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(ida, &attr), 0);
+	attr.ep = b;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(idb, &attr), 0);
+	attr.ep = cc;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(idc, &attr), 0);
+
+	/* B's gate parks its completion: the CQ is never seen empty */
+	KUNIT_EXPECT_EQ(test, cm_fire(idb, RDMA_CM_EVENT_ROUTE_RESOLVED, 0,
+				      NULL, 0), 0);
+	cm_recv(test, cq, b->qp, 1);
+	KUNIT_EXPECT_EQ(test, cm_fire(idc, RDMA_CM_EVENT_DISCONNECTED, 0,
+				      NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, cm_fire(ida, RDMA_CM_EVENT_ROUTE_RESOLVED, 0,
+				      NULL, 0), 0);
+	cm_pattern(pdata, len, 7);
+	KUNIT_EXPECT_EQ(test, cm_fire(ida, RDMA_CM_EVENT_ESTABLISHED, 0, pdata,
+				      len), 0);
+	memset(pdata, 0, KEVD_CM_MAX_PRIVATE_DATA);
+
+	ida->qp = NULL;		/* the fake QP is the test's to destroy */
+	kevd_cm_destroy_id(ida);
+	/* blocks the size of a copy with its list node */
+	for (i = 0; i < ARRAY_SIZE(churn); i++) {
+		churn[i] = kmalloc(len + 2 * sizeof(void *), GFP_KERNEL);
+		if (churn[i])
+			memset(churn[i], 0xa5, len + 2 * sizeof(void *));
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			KEVD_CONNECTION_EVENT_ESTABLISHED);
+	KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, (void *)a);
+	KUNIT_EXPECT_EQ(test, ev.connection.private_data_size, len);
+	KUNIT_EXPECT_TRUE(test, ev.connection.private_data &&
+			  cm_pattern_ok(ev.connection.private_data, len, 7));
+	for (i = 0; i < ARRAY_SIZE(churn); i++)
+		kfree(churn[i]);
+
+	idb->qp = NULL;
+	kevd_cm_destroy_id(idb);
+	kevd_cm_destroy_id(idc);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_qp_destroy(a->qp);
+	fake_qp_destroy(b->qp);
+	fake_hca_destroy(hca);
+}
+
 static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_every_event_has_a_row),
 	KUNIT_CASE(kevd_cm_event_map),
@@ -865,6 +960,7 @@ static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_bind_checks),
 	KUNIT_CASE(kevd_cm_refusal_keeps_data),
 	KUNIT_CASE(kevd_cm_established_before_own_completions),
+	KUNIT_CASE(kevd_cm_held_established_keeps_data),
 	{}
 };
 

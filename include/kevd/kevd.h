@@ -268,7 +268,8 @@ struct kevd_cr_event {
  * @private_data: private data, or NULL. From a CM binding it is kevd's
  *	copy, valid until kevd_cm_destroy_id() of the endpoint's id (until
  *	this event's EVD is freed if a handler's non-zero return ended the
- *	id); posted with kevd_post_event(), it is the poster's.
+ *	id, or if the event was still held behind the CQ at the destroy);
+ *	posted with kevd_post_event(), it is the poster's.
  * @private_data_size: its size in bytes.
  */
 struct kevd_connection_event {
