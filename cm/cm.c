@@ -751,9 +751,13 @@ static int kevd_cm_removal(struct kevd_cm *cm, struct rdma_cm_id *id,
 		return -ENODEV;
 	}
 	kevd_cm_ungate(cm);
-	if (!cm->async_evd)
+	/*
+	 * Never dropped: rdma_cm's removal waits until the consumer
+	 * destroys the id, so an async EVD too full to take the event
+	 * (headroom included) leaves it to the consumer's handler.
+	 */
+	if (!cm->async_evd || kevd_post_event(cm->async_evd, &cat))
 		return kevd_cm_chain(cm, id, ev);
-	kevd_post_event(cm->async_evd, &cat);
 	return 0;
 }
 

@@ -948,6 +948,47 @@ static void kevd_cm_held_established_keeps_data(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * DEVICE_REMOVAL with an async EVD full even in its headroom: rdma_cm's
+ * removal waits for the consumer to destroy the id, so the event must
+ * reach the consumer, through its handler, rather than be dropped.
+ */
+static void kevd_cm_removal_never_dropped(struct kunit *test)
+{
+	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	struct kevd_event fill = {
+		.event_number = KEVD_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR,
+	};
+	struct kevd_cm_attr attr = { };
+	struct kevd *conn, *async;
+	struct rdma_cm_id *id;
+	struct kevd_event ev;
+	int i, ret = 0;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	async = cm_evd(test, 1, KEVD_ASYNC_FLAG, NULL);
+	conn = cm_evd(test, 16, KEVD_CONNECTION_FLAG, NULL);
+	/* a bound on the headroom: it is a few batches at most */
+	for (i = 0; i < 1024 && !ret; i++)
+		ret = kevd_post_event(async, &fill);
+	KUNIT_ASSERT_EQ(test, ret, -EOVERFLOW);
+	id = cm_id(test, c);
+	attr.conn_evd = conn;
+	attr.async_evd = async;
+	attr.ep = c;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(id, &attr), 0);
+	KUNIT_EXPECT_EQ(test, cm_fire(id, RDMA_CM_EVENT_DEVICE_REMOVAL, 0,
+				      NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, c->calls, 1);
+	KUNIT_EXPECT_EQ(test, c->last, RDMA_CM_EVENT_DEVICE_REMOVAL);
+	kevd_cm_destroy_id(id);
+	while (kevd_dequeue(async, &ev) == 0)
+		KUNIT_EXPECT_EQ(test, ev.event_number,
+				KEVD_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR);
+	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(async), 0);
+}
+
 static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_every_event_has_a_row),
 	KUNIT_CASE(kevd_cm_event_map),
@@ -961,6 +1002,7 @@ static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_refusal_keeps_data),
 	KUNIT_CASE(kevd_cm_established_before_own_completions),
 	KUNIT_CASE(kevd_cm_held_established_keeps_data),
+	KUNIT_CASE(kevd_cm_removal_never_dropped),
 	{}
 };
 

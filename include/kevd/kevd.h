@@ -556,7 +556,8 @@ u32 kevd_wc_opcode(const struct ib_wc *wc);
  * @conn_evd: connection events of a connecting or accepted id; needs
  *	%KEVD_CONNECTION_FLAG.
  * @async_evd: DEVICE_REMOVAL, as %KEVD_ASYNC_ERROR_IA_CATASTROPHIC; needs
- *	%KEVD_ASYNC_FLAG. Without one, the consumer's handler hears it.
+ *	%KEVD_ASYNC_FLAG. Without one, or if it is full even in its
+ *	headroom, the consumer's handler hears it.
  * @ep: the endpoint handle of the connection events (NULL: the id).
  * @sp: the service point handle of the CR events (NULL: the id).
  *
