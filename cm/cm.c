@@ -677,18 +677,20 @@ static int kevd_cm_request(struct kevd_cm *listener, struct rdma_cm_id *id,
 
 /*
  * The connect is over (DISCONNECTED, REJECTED): the endpoint's QP goes to
- * error, as DAT flushes a disconnected endpoint's DTOs, and the flushes
- * the provider adds in its own time reach the connection EVD before the
- * event does (kevd_cq_drain_hold()), if the QP completes into its CQ.
- * Its gate is lifted first: what it parked goes ahead.
+ * error, as DAT flushes a disconnected endpoint's DTOs, whichever EVD it
+ * completes into; if that is the connection EVD, the flushes the
+ * provider adds in its own time reach it before the event does
+ * (kevd_cq_drain_hold()). Its gate is lifted first: what it parked goes
+ * ahead.
  */
 static void kevd_cm_hold_flushes(struct kevd_cm *cm, struct rdma_cm_id *id)
 {
 	struct ib_qp *qp = id->qp;
 
 	kevd_cm_ungate(cm);
-	if (cm->conn_evd && qp && kevd_cm_feeds(cm->conn_evd, qp) &&
-	    kevd_cm_qp_error(id))
+	if (!qp || !kevd_cm_qp_error(id))
+		return;
+	if (cm->conn_evd && kevd_cm_feeds(cm->conn_evd, qp))
 		kevd_cq_drain_hold(cm->conn_evd, qp);
 }
 

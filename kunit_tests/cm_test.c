@@ -989,6 +989,69 @@ static void kevd_cm_removal_never_dropped(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(async), 0);
 }
 
+/*
+ * The classic DAT layout: the endpoint's DTOs complete into an EVD of
+ * their own, not into the connection EVD. A reject or a disconnect still
+ * moves the QP to error, so that the receives posted before the connect
+ * come back flushed (cm.rst), on iWARP too, where rdma_cm does not.
+ */
+static void kevd_cm_end_flushes_other_evd(struct kunit *test)
+{
+	static const enum rdma_cm_event_type ends[] = {
+		RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_DISCONNECTED,
+	};
+	struct cm_active *a = kunit_kcalloc(test, ARRAY_SIZE(ends), sizeof(*a),
+					    GFP_KERNEL);
+	struct kevd_cm_attr attr = { };
+	struct rdma_cm_id *id[ARRAY_SIZE(ends)];
+	struct kevd *conn, *dto;
+	struct kevd_attr eattr;
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, a);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&eattr);
+	eattr.qlen = 16;
+	eattr.flags = KEVD_DTO_FLAG;
+	eattr.upcall_policy = KEVD_UPCALL_DISABLE;
+	dto = kevd_create(fake_hca_ibdev(hca), &eattr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, dto);
+	conn = cm_evd(test, 16, KEVD_CONNECTION_FLAG, NULL);
+	attr.conn_evd = conn;
+	for (i = 0; i < ARRAY_SIZE(ends); i++) {
+		a[i].qp = fake_qp_create(hca, kevd_cq(dto), 16);
+		KUNIT_ASSERT_FALSE(test, IS_ERR(a[i].qp));
+		id[i] = rdma_create_id(&init_net, cm_active_handler, &a[i],
+				       RDMA_PS_TCP, IB_QPT_RC);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, id[i]);
+		attr.ep = &a[i];
+		KUNIT_ASSERT_EQ(test, kevd_cm_bind(id[i], &attr), 0);
+		KUNIT_EXPECT_EQ(test, cm_fire(id[i],
+					      RDMA_CM_EVENT_ROUTE_RESOLVED, 0,
+					      NULL, 0), 0);
+		KUNIT_EXPECT_EQ(test, fake_qp_to_error(a[i].qp), 0U);
+		KUNIT_EXPECT_EQ(test, cm_fire(id[i], ends[i],
+					      IB_CM_REJ_CONSUMER_DEFINED, NULL,
+					      0), 0);
+		KUNIT_EXPECT_EQ_MSG(test, fake_qp_to_error(a[i].qp), 1U,
+				    "after %s", rdma_event_msg(ends[i]));
+		KUNIT_EXPECT_EQ(test, kevd_dequeue(conn, &ev), 0);
+		KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, (void *)&a[i]);
+	}
+	cm_expect_none(test, conn);
+	for (i = 0; i < ARRAY_SIZE(ends); i++) {
+		id[i]->qp = NULL;	/* the fake QP is the test's */
+		kevd_cm_destroy_id(id[i]);
+		fake_qp_destroy(a[i].qp);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(dto), 0);
+	fake_hca_destroy(hca);
+}
+
 static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_every_event_has_a_row),
 	KUNIT_CASE(kevd_cm_event_map),
@@ -1003,6 +1066,7 @@ static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_established_before_own_completions),
 	KUNIT_CASE(kevd_cm_held_established_keeps_data),
 	KUNIT_CASE(kevd_cm_removal_never_dropped),
+	KUNIT_CASE(kevd_cm_end_flushes_other_evd),
 	{}
 };
 

@@ -56,7 +56,8 @@ struct fake_cq {
 
 /*
  * A QP for the tests of what kevd posts itself (the markers of a drain):
- * query_qp, post_send and post_recv, nothing else. What is posted waits
+ * query_qp, post_send and post_recv, and modify_qp, which counts the moves
+ * to error (the QP is in error from the start). What is posted waits
  * until the test flushes it (fake_qp_flush()), as a provider flushes a QP
  * in error in its own time.
  */
@@ -75,6 +76,7 @@ struct fake_qp {
 	struct fake_wq rq;
 	int post_error;		/* posts fail with it (0: they work) */
 	u32 posts;		/* post calls, failed ones too */
+	u32 to_error;		/* modify_qp calls to IB_QPS_ERR */
 };
 
 static struct fake_qp *to_fqp(struct ib_qp *qp)
@@ -398,6 +400,20 @@ static int fake_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 	return 0;
 }
 
+static int fake_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
+			  int mask, struct ib_udata *udata)
+{
+	struct fake_qp *fqp = to_fqp(ibqp);
+	unsigned long flags;
+
+	if (mask != IB_QP_STATE || attr->qp_state != IB_QPS_ERR)
+		return -EOPNOTSUPP;
+	spin_lock_irqsave(&fqp->lock, flags);
+	fqp->to_error++;
+	spin_unlock_irqrestore(&fqp->lock, flags);
+	return 0;
+}
+
 /* One WR onto @wq; a full queue refuses it (-ENOMEM, as rxe and siw). */
 static int fake_post(struct fake_qp *fqp, struct fake_wq *wq, u64 wr_id)
 {
@@ -460,6 +476,7 @@ static const struct ib_device_ops fake_hca_ops = {
 	.resize_cq = fake_resize_cq,
 	.modify_cq = fake_modify_cq,
 	.query_qp = fake_query_qp,
+	.modify_qp = fake_modify_qp,
 	.post_send = fake_post_send,
 	.post_recv = fake_post_recv,
 	INIT_RDMA_OBJ_SIZE(ib_cq, fake_cq, ibcq),
@@ -528,6 +545,18 @@ struct fake_hca *fake_hca_create(enum fake_hca_mode mode)
 	hca->ibdev.num_comp_vectors = 4;	/* comp_vector must reach the CQ */
 	hca->ibdev.phys_port_cnt = 1;
 	hca->ibdev.attrs.max_cqe = FAKE_MAX_CQE;
+	/*
+	 * ib_modify_qp() reads the capabilities of the QP's port (0 here):
+	 * none, zeroed. The device is never registered, which would make
+	 * them; fake_hca_destroy() frees them before ib_core could.
+	 */
+	hca->ibdev.port_data = kcalloc(hca->ibdev.phys_port_cnt + 1,
+				       sizeof(*hca->ibdev.port_data),
+				       GFP_KERNEL);
+	if (!hca->ibdev.port_data) {
+		ib_dealloc_device(&hca->ibdev);
+		return ERR_PTR(-ENOMEM);
+	}
 	ib_set_device_ops(&hca->ibdev, &fake_hca_ops);
 	return hca;
 }
@@ -539,6 +568,8 @@ EXPORT_SYMBOL_GPL(fake_hca_create);
  */
 void fake_hca_destroy(struct fake_hca *hca)
 {
+	kfree(hca->ibdev.port_data);
+	hca->ibdev.port_data = NULL;	/* not ib_core's to release */
 	ib_dealloc_device(&hca->ibdev);
 }
 EXPORT_SYMBOL_GPL(fake_hca_destroy);
@@ -1154,6 +1185,25 @@ void fake_qp_destroy(struct ib_qp *qp)
 	kfree(to_fqp(qp));
 }
 EXPORT_SYMBOL_GPL(fake_qp_destroy);
+
+/**
+ * fake_qp_to_error() - how often the QP was moved to error.
+ * @qp: the QP.
+ *
+ * Return: the ib_modify_qp() calls to IB_QPS_ERR it took.
+ */
+u32 fake_qp_to_error(struct ib_qp *qp)
+{
+	struct fake_qp *fqp = to_fqp(qp);
+	unsigned long flags;
+	u32 n;
+
+	spin_lock_irqsave(&fqp->lock, flags);
+	n = fqp->to_error;
+	spin_unlock_irqrestore(&fqp->lock, flags);
+	return n;
+}
+EXPORT_SYMBOL_GPL(fake_qp_to_error);
 
 /**
  * fake_qp_fail_posts() - make post_send and post_recv fail.

@@ -107,6 +107,7 @@ struct ib_qp *fake_qp_create(struct fake_hca *hca, struct ib_cq *cq,
 void fake_qp_destroy(struct ib_qp *qp);
 void fake_qp_fail_posts(struct ib_qp *qp, int err);
 u32 fake_qp_posts(struct ib_qp *qp);
+u32 fake_qp_to_error(struct ib_qp *qp);
 int fake_qp_flush(struct ib_qp *qp);
 
 #endif /* _KEVD_FAKE_HCA_H */
