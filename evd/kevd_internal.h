@@ -482,7 +482,7 @@ u32 __kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max);
 u32 kevd_ring_pop(struct kevd_ring *ring, struct kevd_event *evs, u32 max,
 		  u32 *first, const u32 *gen, u32 want);
 int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
-			 u32 k, bool fresh, u32 orig);
+			 u32 k, bool fresh, u32 orig, bool spare);
 int kevd_ring_resize(struct kevd_ring *ring, u32 qlen);
 int kevd_ring_grow(struct kevd_ring *ring, u32 k);
 int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev,

@@ -467,11 +467,13 @@ static void __kevd_ring_unaccount(struct kevd_ring *ring,
  * @orig: unless @fresh, the ring index the first of them had (what
  *	kevd_ring_pop() returned in @first, plus the events before it that
  *	were delivered).
+ * @spare: they may take the headroom.
  *
  * For events a batch took and did not deliver because the upcall policy
  * changed (popped batches, completions polled for direct delivery):
- * they become the oldest queued events again. They may use the headroom:
- * they are already out of the CQ or the ring. MANY batches run side by
+ * they become the oldest queued events again. Not into the headroom,
+ * which is the room of the streams that cannot wait, unless @spare: the
+ * caller grows the ring first, and spends the headroom only if it cannot. MANY batches run side by
  * side and may give back in any order: events a batch that popped earlier
  * gave back stay ahead of these (struct kevd_ring_run), so the queue's
  * front is in the order the events were first queued.
@@ -480,7 +482,7 @@ static void __kevd_ring_unaccount(struct kevd_ring *ring,
  * Return: 0, or -ENOSPC when @k slots are not free (nothing queued).
  */
 int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
-			 u32 k, bool fresh, u32 orig)
+			 u32 k, bool fresh, u32 orig, bool spare)
 {
 	u32 head, j, m = 0, ahead = 0;
 	unsigned long flags;
@@ -488,7 +490,7 @@ int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
 	spin_lock(&ring->prod_lock);
-	if (ring->prod - ring->head + ring->resv + k > kevd_ring_size(ring)) {
+	if (__kevd_ring_free(ring, spare) < k) {
 		ret = -ENOSPC;
 		goto out;
 	}

@@ -1162,6 +1162,82 @@ static void kevd_consumer_giveback_full_ring(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(g->evd), 0);
 }
 
+#define HR_QLEN		24	/* with the headroom's 8: 32 slots */
+#define HR_HEADROOM	8	/* api.rst: what the streams that cannot wait keep */
+
+/*
+ * The first upcall of a SINGLE_INSTANCE batch of GB_FIRST events fills
+ * the queue length with software events, then disables upcalls: the rest
+ * of its batch goes back ahead of them.
+ */
+static void headroom_upcall(void *ctx, const struct kevd_event *ev,
+			    bool more)
+{
+	struct giveback *g = ctx;
+
+	if (atomic_inc_return(&g->calls) > 1)
+		return;
+	while (!kevd_post_se(g->evd, (void *)(uintptr_t)(GB_FIRST +
+							   g->posted)))
+		g->posted++;
+	g->rc = kevd_modify_upcall(g->evd, KEVD_UPCALL_DISABLE, NULL,
+				   KEVD_UPCALL_INVOC_ANY);
+	complete(&g->done);
+}
+
+/*
+ * A give-back into a queue that software events filled: it must not take
+ * the headroom, which connection events (they cannot wait) still find
+ * whole. Before, the three events given back went into it, and the sixth
+ * ESTABLISHED overflowed.
+ */
+static void kevd_consumer_giveback_spares_headroom(struct kunit *test)
+{
+	struct giveback *g = kunit_kzalloc(test, sizeof(*g), GFP_KERNEL);
+	struct kevd_upcall up = { headroom_upcall, g };
+	struct kevd_event conn = {
+		.event_number = KEVD_CONNECTION_EVENT_ESTABLISHED,
+	};
+	struct kevd_event ev;
+	int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, g);
+	init_completion(&g->done);
+	g->evd = cons_create(test, HR_QLEN,
+			     KEVD_SOFTWARE_FLAG | KEVD_CONNECTION_FLAG,
+			     KEVD_UPCALL_DISABLE, &up, NULL);
+	for (i = 0; i < GB_FIRST; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(g->evd, (void *)(uintptr_t)i),
+				0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(g->evd,
+						 KEVD_UPCALL_SINGLE_INSTANCE,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_ASSERT_GT_MSG(test, wait_for_completion_timeout(&g->done,
+							      CONS_WAIT), 0UL,
+			    "the give-back did not finish");
+	KUNIT_EXPECT_EQ(test, g->rc, 0);
+	KUNIT_EXPECT_GE(test, g->posted, HR_QLEN);
+	for (i = 0; i < HR_HEADROOM; i++)
+		KUNIT_EXPECT_EQ_MSG(test, kevd_post_event(g->evd, &conn), 0,
+				    "ESTABLISHED %d", i);
+	KUNIT_EXPECT_FALSE(test, cons_state(g->evd) & KEVD_STATE_OVERFLOWED);
+	/* the batch's rest, the software events, the connection events */
+	for (i = 1; i < GB_FIRST + g->posted; i++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(g->evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_SOFTWARE_EVENT);
+		KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer,
+				    (void *)(uintptr_t)i);
+	}
+	for (i = 0; i < HR_HEADROOM; i++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(g->evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.event_number,
+				(u32)KEVD_CONNECTION_EVENT_ESTABLISHED);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(g->evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, atomic_read(&g->calls), 1);
+	KUNIT_EXPECT_EQ(test, kevd_free(g->evd), 0);
+}
+
 /* --- the count of a busy EVD ------------------------------------------- */
 
 #define CHURN_QUERIES	50000	/* kevd_query() calls beside the churn */
@@ -6631,6 +6707,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 			 ext_policy_gen_params),
 	KUNIT_CASE_PARAM(kevd_consumer_giveback_full_ring,
 			 giveback_policy_gen_params),
+	KUNIT_CASE(kevd_consumer_giveback_spares_headroom),
 	KUNIT_CASE(kevd_consumer_fifo_across_streams),
 	KUNIT_CASE(kevd_consumer_headroom_and_overflow),
 	KUNIT_CASE(kevd_consumer_query_fields),

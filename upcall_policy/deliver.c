@@ -164,10 +164,10 @@ static void kevd_deliver_end(struct kevd *evd, int policy)
 
 /*
  * Producers filled the ring while the owner held @k events it must queue
- * (a batch's rest, a direct poll): grow it rather than lose them or
- * deliver them out of order. They may have filled the headroom too: the
- * new queue length holds all of it, or the resize would refuse (-EBUSY)
- * for good while nobody dequeues.
+ * (a direct poll's, behind an event queued meanwhile): grow it rather
+ * than lose them or deliver them out of order. They may have filled the
+ * headroom too: the new queue length holds all of it, or the resize would
+ * refuse (-EBUSY) for good while nobody dequeues.
  */
 static void kevd_make_room(struct kevd *evd, u32 k)
 {
@@ -176,15 +176,25 @@ static void kevd_make_room(struct kevd *evd, u32 k)
 }
 
 /*
- * Push events back to the head of @evd, making room if it has none.
+ * Push events back to the head of @evd, making room if it has none: the
+ * ring grows, and only if it cannot do they take the headroom, which the
+ * streams that cannot wait would find full.
  * @fresh: they never were in the ring; else @orig was the ring index of
  * the first (kevd_ring_push_front()).
  */
 static void kevd_push_front(struct kevd *evd, const struct kevd_event *evs,
 			    u32 k, bool fresh, u32 orig)
 {
-	while (kevd_ring_push_front(&evd->ring, evs, k, fresh, orig))
-		kevd_make_room(evd, k);
+	bool spare = false;
+	int err;
+
+	while (kevd_ring_push_front(&evd->ring, evs, k, fresh, orig, spare)) {
+		err = kevd_ring_grow(&evd->ring, k);
+		if (err && err != -EAGAIN)
+			spare = true;
+		if (err)
+			cond_resched();
+	}
 }
 
 /*
