@@ -39,6 +39,7 @@
  * more_events is true when another event follows in the batch or the ring
  * held events when the upcall was invoked.
  */
+#include <linux/slab.h>
 #include "kevd_internal.h"
 #include "kevd_trace.h"
 
@@ -214,21 +215,34 @@ static void kevd_push_back_wcs(struct kevd *evd, const struct ib_wc *wcs,
 #define KEVD_CONVERT_CHUNK	4
 
 /*
- * Push polled completions back to the head of @evd, in order: the last
- * chunk first, each earlier one ahead of it.
+ * Push polled completions back to the head of @evd, in order, in one
+ * push: between two, a dequeue in another thread (the batch may give
+ * back from an upcall, a QP flush, with nothing held) would take the
+ * events of the later ones first. A give-back is not the fast path: more
+ * than a chunk is converted into memory of its own. Without memory, in
+ * chunks, the last chunk first, each earlier one ahead of it.
  */
 static void kevd_push_front_wcs(struct kevd *evd, const struct ib_wc *wcs,
 				u32 k)
 {
-	struct kevd_event evs[KEVD_CONVERT_CHUNK];
+	struct kevd_event small[KEVD_CONVERT_CHUNK], *evs = small;
 	u32 end = k, n, i;
 
+	if (k > KEVD_CONVERT_CHUNK)
+		evs = kmalloc_array(k, sizeof(*evs), GFP_KERNEL) ?: small;
+	if (evs != small) {
+		for (i = 0; i < k; i++)
+			kevd_cq_convert(evd, &wcs[i], &evs[i]);
+		kevd_push_front(evd, evs, k, true, 0);
+		kfree(evs);
+		return;
+	}
 	while (end) {
 		n = min_t(u32, end, KEVD_CONVERT_CHUNK);
 		end -= n;
 		for (i = 0; i < n; i++)
-			kevd_cq_convert(evd, &wcs[end + i], &evs[i]);
-		kevd_push_front(evd, evs, n, true, 0);
+			kevd_cq_convert(evd, &wcs[end + i], &small[i]);
+		kevd_push_front(evd, small, n, true, 0);
 	}
 }
 
