@@ -1238,6 +1238,99 @@ static void kevd_consumer_giveback_spares_headroom(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(g->evd), 0);
 }
 
+/**
+ * struct td_undo - an upcall that enables again as a TEARDOWN waits for it.
+ * @evd: the EVD.
+ * @entered: the first invocation runs.
+ * @go: it may go on.
+ * @calls: invocations.
+ * @rc: what its kevd_modify_upcall() returned.
+ * @td_done: the TEARDOWN returned.
+ * @td_rc: what it returned.
+ */
+struct td_undo {
+	struct kevd *evd;
+	struct completion entered, go, td_done;
+	atomic_t calls;
+	int rc, td_rc;
+};
+
+static void td_undo_upcall(void *ctx, const struct kevd_event *ev,
+			   bool more)
+{
+	struct td_undo *t = ctx;
+
+	if (atomic_inc_return(&t->calls) > 1)
+		return;
+	complete(&t->entered);
+	wait_for_completion_timeout(&t->go, CONS_WAIT);
+	t->rc = kevd_modify_upcall(t->evd, KEVD_UPCALL_SINGLE_INSTANCE, NULL,
+				   KEVD_UPCALL_INVOC_ANY);
+}
+
+static int td_undo_fn(void *data)
+{
+	struct td_undo *t = data;
+
+	t->td_rc = kevd_modify_upcall(t->evd, KEVD_UPCALL_TEARDOWN, NULL,
+				      KEVD_UPCALL_INVOC_ANY);
+	complete(&t->td_done);
+	return 0;
+}
+
+/*
+ * A TEARDOWN that returned 0 leaves the upcalls torn down: the upcall it
+ * waits for enables them again (a pattern that disables on entry and
+ * enables on exit) and is refused. Before, it succeeded, the TEARDOWN
+ * returned 0 all the same, and the next event called the upcall, whose
+ * context the consumer may have freed by then.
+ */
+static void kevd_consumer_teardown_not_undone(struct kunit *test)
+{
+	struct td_undo *t = kunit_kzalloc(test, sizeof(*t), GFP_KERNEL);
+	struct kevd_upcall up = { td_undo_upcall, t };
+	struct task_struct *task;
+	struct kevd_event ev;
+	struct kevd_param p;
+	unsigned long end;
+
+	KUNIT_ASSERT_NOT_NULL(test, t);
+	init_completion(&t->entered);
+	init_completion(&t->go);
+	init_completion(&t->td_done);
+	t->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG,
+			     KEVD_UPCALL_SINGLE_INSTANCE, &up, NULL);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(t->evd, (void *)1), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&t->entered,
+							  CONS_WAIT), 0UL);
+	task = kthread_run(td_undo_fn, t, "kevd_cons_td");
+	if (IS_ERR(task))
+		complete(&t->go);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	/* the TEARDOWN has set its policy, and waits for the upcall */
+	end = jiffies + CONS_WAIT;
+	while (!kevd_query(t->evd, &p) &&
+	       p.upcall_policy != KEVD_UPCALL_TEARDOWN &&
+	       time_before(jiffies, end))
+		schedule_timeout_uninterruptible(1);
+	complete(&t->go);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&t->td_done,
+							  CONS_WAIT), 0UL);
+	KUNIT_EXPECT_EQ(test, p.upcall_policy, KEVD_UPCALL_TEARDOWN);
+	KUNIT_EXPECT_EQ(test, t->td_rc, 0);
+	KUNIT_EXPECT_EQ(test, t->rc, -EBUSY);
+	KUNIT_ASSERT_EQ(test, kevd_query(t->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.upcall_policy, KEVD_UPCALL_TEARDOWN);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(t->evd, (void *)2), 0);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(&t->calls), 1);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(t->evd, &ev), 0);
+	KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, (void *)2);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(t->evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(t->evd), 0);
+}
+
 /* --- the count of a busy EVD ------------------------------------------- */
 
 #define CHURN_QUERIES	50000	/* kevd_query() calls beside the churn */
@@ -6708,6 +6801,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM(kevd_consumer_giveback_full_ring,
 			 giveback_policy_gen_params),
 	KUNIT_CASE(kevd_consumer_giveback_spares_headroom),
+	KUNIT_CASE(kevd_consumer_teardown_not_undone),
 	KUNIT_CASE(kevd_consumer_fifo_across_streams),
 	KUNIT_CASE(kevd_consumer_headroom_and_overflow),
 	KUNIT_CASE(kevd_consumer_query_fields),

@@ -66,7 +66,16 @@ static bool kevd_upcall_same(const struct kevd_upcall *a,
  * deliver stay in @evd, in order, ahead of the rest: from inside an upcall
  * of the batch, before this call returns. With %KEVD_UPCALL_TEARDOWN the
  * call returns only after every upcall in progress on @evd has returned,
- * and no upcall runs afterwards until upcalls are enabled again.
+ * and no upcall runs afterwards until upcalls are enabled again: not
+ * meanwhile, from an upcall still running or from another thread (-EBUSY),
+ * so that a TEARDOWN that returned 0 leaves the upcalls torn down.
+ *
+ * From inside an upcall of @evd the change holds for the next invocation
+ * of its batch. From another thread or an interrupt, an invocation that
+ * its poller was starting as the call ran (it checks the policy once per
+ * event, without a lock) may still begin with the old policy and object
+ * once after the call returns; TEARDOWN waits for it too. So the context
+ * of an upcall object must stay valid until a TEARDOWN has returned.
  *
  * Context: any for the enabling policies and DISABLE (from an upcall of
  * @evd it may sleep to give events back); process context for TEARDOWN,
@@ -75,7 +84,8 @@ static bool kevd_upcall_same(const struct kevd_upcall *a,
  * Return: 0; -EINVAL for a bad policy or flag, a NULL @evd, an upcall
  * object without a function, an enabling policy without any upcall or
  * an EVD that kevd_free() is freeing (while that free waits); -EBUSY when
- * enabling while a thread waits in kevd_wait(); -EDEADLK.
+ * enabling while a thread waits in kevd_wait() or a TEARDOWN waits for
+ * the upcalls in progress; -EDEADLK.
  */
 int kevd_modify_upcall(struct kevd *evd, int policy,
 		       const struct kevd_upcall *upcall, int flag)
@@ -100,7 +110,7 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		ret = -EINVAL;
 	else if (enable && !upcall && !evd->upcall.func)
 		ret = -EINVAL;
-	else if (enable && evd->waiter)
+	else if (enable && (evd->waiter || evd->teardowns))
 		ret = -EBUSY;
 	if (!ret) {
 		/* a new doorbell hears of what is queued (INVOC_ANY) */
@@ -120,8 +130,10 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		/* batches still running may hold older events than the ring */
 		kevd_hold_batches(evd, kevd_batches_running(evd));
 		/* a kevd_free() may return while TEARDOWN waits below */
-		if (policy == KEVD_UPCALL_TEARDOWN)
+		if (policy == KEVD_UPCALL_TEARDOWN) {
 			kevd_get(evd);
+			evd->teardowns++;
+		}
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (ret)
@@ -149,6 +161,9 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 			kevd_schedule(evd);
 	} else if (policy == KEVD_UPCALL_TEARDOWN) {
 		kevd_poll_wait_upcalls(evd);
+		spin_lock_irqsave(&evd->lock, flags);
+		evd->teardowns--;
+		spin_unlock_irqrestore(&evd->lock, flags);
 		kevd_put(evd);
 	}
 	return 0;
