@@ -297,7 +297,8 @@ static int kevd_check_attr(struct ib_device *dev, const struct kevd_attr *attr)
  * kevd_query() reports it.
  *
  * Context: process context; may sleep.
- * Return: the EVD; ERR_PTR(-EINVAL) for a queue length of 0 or above
+ * Return: the EVD; ERR_PTR(-EINVAL) from interrupt context or with
+ * interrupts disabled, for a queue length of 0 or above
  * 2^20, no or unknown stream flags, the DTO stream without a device,
  * TEARDOWN or an unknown policy, an enabling policy without an upcall
  * function, a bad upcall flag or CPU, a negative completion vector other
@@ -311,6 +312,8 @@ struct kevd *__kevd_create(struct ib_device *dev, const struct kevd_attr *attr,
 	struct kevd *evd;
 	int ret, cpu;
 
+	if (kevd_atomic_caller())
+		return ERR_PTR(-EINVAL);
 	might_sleep();
 	ret = kevd_check_attr(dev, attr);
 	if (ret)
@@ -396,7 +399,8 @@ EXPORT_SYMBOL_GPL(__kevd_create);
  * upcall runs or will run and no poller or handler touches the EVD.
  *
  * Context: process context; may sleep. Not from an upcall of @evd.
- * Return: 0, -EINVAL for a NULL @evd or one that another thread is
+ * Return: 0, -EINVAL for a NULL @evd, a call from interrupt context or
+ * with interrupts disabled, or an EVD that another thread is
  * freeing (while that free waits; after it returned the EVD is gone, as
  * for any call), -EBUSY while referenced, or -EDEADLK from inside an
  * upcall of @evd.
@@ -406,7 +410,7 @@ int kevd_free(struct kevd *evd)
 	unsigned long flags;
 	u32 parked;
 
-	if (!evd)
+	if (!evd || kevd_atomic_caller())
 		return -EINVAL;
 	if (kevd_current_in_upcall(evd))
 		return -EDEADLK;
@@ -890,7 +894,8 @@ EXPORT_SYMBOL_GPL(kevd_post_ib_event);
  * the EVD, and enter the queue once the CQ has been drained.
  *
  * Context: process context; may sleep.
- * Return: 0, -EINVAL for a bad argument or an EVD that kevd_free() is
+ * Return: 0, -EINVAL for a bad argument, a call from interrupt context or
+ * with interrupts disabled, or an EVD that kevd_free() is
  * freeing (while that free waits; after it returned the EVD is gone, as
  * for any call), -EBUSY when the queued events do
  * not fit in @qlen or a thread waits for more events than the queue
@@ -904,7 +909,8 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 	u32 actual;
 	int ret = 0;
 
-	if (!evd || kevd_ring_qlen_for(&evd->ring, qlen, &actual))
+	if (!evd || kevd_atomic_caller() ||
+	    kevd_ring_qlen_for(&evd->ring, qlen, &actual))
 		return -EINVAL;
 	might_sleep();
 	/*
@@ -1185,7 +1191,8 @@ static long kevd_wait_left(long left, unsigned long deadline)
  * Context: process context; sleeps, but not from an upcall of @evd
  * (which may disable upcalls and then wait with a timeout of 0 only).
  * Return: the number of events taken, 1 .. @n; -ETIMEDOUT, -ERESTARTSYS
- * on a signal, -EBUSY if another thread waits, -EINVAL for bad arguments,
+ * on a signal, -EBUSY if another thread waits, -EINVAL for bad arguments
+ * (a call from interrupt context or with interrupts disabled too),
  * enabled upcalls or an EVD that another thread is freeing (while that
  * free waits; after it returned the EVD is gone, as for any call),
  * -ECANCELED when the EVD is or becomes unwaitable, -EDEADLK for a wait
@@ -1201,6 +1208,10 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 
 	if (!evd || !evs || !nmore || !threshold || !n)
 		return -EINVAL;
+	if (kevd_atomic_caller()) {
+		*nmore = 0;
+		return -EINVAL;
+	}
 	might_sleep();
 	trace_kevd_wait_begin(evd, threshold, n);
 	/* a cancel from here on is this wait's, registered or not yet */
@@ -1290,7 +1301,8 @@ EXPORT_SYMBOL_GPL(kevd_wait_batch);
  * Context: process context; sleeps, but not from an upcall of @evd
  * (which may disable upcalls and then wait with a timeout of 0 only).
  * Return: 0 with an event, -ETIMEDOUT, -ERESTARTSYS on a signal, -EBUSY
- * if another thread waits, -EINVAL for bad arguments, enabled upcalls or
+ * if another thread waits, -EINVAL for bad arguments (a call from
+ * interrupt context or with interrupts disabled too), enabled upcalls or
  * an EVD that another thread is freeing (while that free waits),
  * -ECANCELED when the EVD is or becomes unwaitable, -EDEADLK for a wait
  * that would sleep inside an upcall of @evd.

@@ -661,6 +661,17 @@ void kevd_poll_kick_waiters(void);
 void kevd_poll_wait_upcalls(struct kevd *evd);
 struct kevd_poller *kevd_current_poller(void);
 bool kevd_current_in_upcall(struct kevd *evd);
+
+/*
+ * Is the caller where it may not sleep: interrupt context, or interrupts
+ * disabled? The calls that sleep refuse it with -EINVAL, not a splat
+ * (might_sleep() warns on debug kernels only) and a hang or a BUG. A
+ * spinlock held in process context stays might_sleep()'s to report.
+ */
+static inline bool kevd_atomic_caller(void)
+{
+	return !in_task() || irqs_disabled();
+}
 bool kevd_poller_owns(struct kevd *evd);
 bool kevd_poll_try_own(struct kevd *evd);
 bool kevd_poll_take(struct kevd *evd);

@@ -14,6 +14,7 @@
 #include <linux/cpu.h>
 #include <linux/delay.h>
 #include <linux/jiffies.h>
+#include <linux/hrtimer.h>
 #include <linux/kthread.h>
 #include <linux/moduleparam.h>
 #include <linux/mutex.h>
@@ -1329,6 +1330,72 @@ static void kevd_consumer_teardown_not_undone(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(t->evd, KEVD_UPCALL_TEARDOWN,
 						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(t->evd), 0);
+}
+
+/**
+ * struct irq_calls - the calls that sleep, made from a hard IRQ.
+ * @timer: a hard hrtimer: its callback runs in hard IRQ context.
+ * @evd: an idle EVD.
+ * @done: the callback ran.
+ * @teardown: what kevd_modify_upcall(TEARDOWN) returned there.
+ * @resize: kevd_resize().
+ * @wait: kevd_wait() with a timeout of 0.
+ * @free: kevd_free().
+ */
+struct irq_calls {
+	struct hrtimer timer;
+	struct kevd *evd;
+	struct completion done;
+	int teardown, resize, wait, free;
+};
+
+static enum hrtimer_restart irq_calls_fn(struct hrtimer *timer)
+{
+	struct irq_calls *c = container_of(timer, struct irq_calls, timer);
+	struct kevd_event ev;
+	u32 nmore;
+
+	c->teardown = kevd_modify_upcall(c->evd, KEVD_UPCALL_TEARDOWN, NULL,
+					 KEVD_UPCALL_INVOC_ANY);
+	c->resize = kevd_resize(c->evd, 32);
+	c->wait = kevd_wait(c->evd, 0, 1, &ev, &nmore);
+	c->free = kevd_free(c->evd);
+	complete(&c->done);
+	return HRTIMER_NORESTART;
+}
+
+/*
+ * The calls that sleep, from a hard IRQ: each refuses with -EINVAL and
+ * changes nothing (might_sleep() would only warn, on debug kernels, and
+ * a free or resize there could hang or BUG). Before, TEARDOWN returned 0
+ * and the rest went on to sleep in atomic context.
+ */
+static void kevd_consumer_sleeping_calls_refuse_irq(struct kunit *test)
+{
+	struct irq_calls *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	struct kevd_param p;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	init_completion(&c->done);
+	c->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
+			     NULL, NULL);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(c->evd, (void *)1), 0);
+	hrtimer_init(&c->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	c->timer.function = irq_calls_fn;
+	hrtimer_start(&c->timer, ns_to_ktime(1000), HRTIMER_MODE_REL_HARD);
+	KUNIT_EXPECT_GT(test, wait_for_completion_timeout(&c->done, CONS_WAIT),
+			0UL);
+	hrtimer_cancel(&c->timer);	/* before its memory can go */
+	KUNIT_EXPECT_EQ(test, c->teardown, -EINVAL);
+	KUNIT_EXPECT_EQ(test, c->resize, -EINVAL);
+	KUNIT_EXPECT_EQ(test, c->wait, -EINVAL);
+	KUNIT_EXPECT_EQ(test, c->free, -EINVAL);
+	/* nothing changed: the same policy, queue length and event */
+	KUNIT_ASSERT_EQ(test, kevd_query(c->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.upcall_policy, KEVD_UPCALL_DISABLE);
+	KUNIT_EXPECT_LT(test, p.qlen, 32U);
+	KUNIT_EXPECT_EQ(test, p.count, 1U);
+	KUNIT_EXPECT_EQ(test, kevd_free(c->evd), 0);
 }
 
 /* --- the count of a busy EVD ------------------------------------------- */
@@ -6802,6 +6869,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 			 giveback_policy_gen_params),
 	KUNIT_CASE(kevd_consumer_giveback_spares_headroom),
 	KUNIT_CASE(kevd_consumer_teardown_not_undone),
+	KUNIT_CASE(kevd_consumer_sleeping_calls_refuse_irq),
 	KUNIT_CASE(kevd_consumer_fifo_across_streams),
 	KUNIT_CASE(kevd_consumer_headroom_and_overflow),
 	KUNIT_CASE(kevd_consumer_query_fields),

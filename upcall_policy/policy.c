@@ -81,7 +81,8 @@ static bool kevd_upcall_same(const struct kevd_upcall *a,
  * @evd it may sleep to give events back); process context for TEARDOWN,
  * which sleeps and fails with -EDEADLK from inside an upcall of @evd
  * instead of hanging.
- * Return: 0; -EINVAL for a bad policy or flag, a NULL @evd, an upcall
+ * Return: 0; -EINVAL for a bad policy or flag, a NULL @evd, TEARDOWN
+ * from interrupt context or with interrupts disabled, an upcall
  * object without a function, an enabling policy without any upcall or
  * an EVD that kevd_free() is freeing (while that free waits); -EBUSY when
  * enabling while a thread waits in kevd_wait() or a TEARDOWN waits for
@@ -100,6 +101,8 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		return -EINVAL;
 	inside = kevd_current_in_upcall(evd);
 	if (policy == KEVD_UPCALL_TEARDOWN) {
+		if (kevd_atomic_caller())
+			return -EINVAL;
 		if (inside)
 			return -EDEADLK;
 		might_sleep();
