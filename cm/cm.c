@@ -916,7 +916,7 @@ EXPORT_SYMBOL_GPL(kevd_cm_context);
 void kevd_cm_destroy_id(struct rdma_cm_id *id)
 {
 	struct kevd_cm *cm;
-	bool in_error;
+	bool in_error, keep;
 
 	if (!id)
 		return;
@@ -930,17 +930,19 @@ void kevd_cm_destroy_id(struct rdma_cm_id *id)
 	WRITE_ONCE(cm->dying, true);
 	in_error = kevd_cm_qp_error(id);
 	rdma_unlock_handler(id);
+	/*
+	 * An event of the endpoint still held behind the CQ now (no more
+	 * come: dying) reaches the consumer during or after this destroy:
+	 * the QP's end lifts its gate and drains its flushes, which lets a
+	 * held ESTABLISHED, REJECTED or DISCONNECTED in. Its private data
+	 * goes to the connection EVD, as on a handler's non-zero return.
+	 */
+	keep = cm->conn_evd && kevd_ring_fenced_ep(&cm->conn_evd->ring, cm->ep);
 	/* no handler of the consumer's runs now: the QP stays as it is */
 	kevd_cm_destroy_qp(cm, in_error);
 	rdma_destroy_id(id);
 	kevd_cm_end_requests(cm);
-	/*
-	 * An event of the endpoint still held behind the CQ reaches the
-	 * consumer after this destroy (the release lets a held ESTABLISHED
-	 * in): its private data goes to the connection EVD, as on a
-	 * handler's non-zero return.
-	 */
-	if (cm->conn_evd && kevd_ring_fenced_ep(&cm->conn_evd->ring, cm->ep))
+	if (keep)
 		kevd_keep(cm->conn_evd, &cm->pdata);
 	kevd_cm_release(cm);
 }
