@@ -41,8 +41,8 @@
  * pass (kevd_poll_queued_here()). An upcall batch that took longer
  * than KEVD_SLOW_UPCALL_NS (or slept that long) marks its EVD slow, and
  * before a poller runs upcalls of a slow EVD it passes the
- * other EVDs it holds to the next poller not inside an upcall (if there
- * is one; else it keeps them). So a slow upcall delays only
+ * other EVDs it holds to the next poller not inside an upcall (if every
+ * other poller is inside one, to the next). So a slow upcall delays only
  * its own EVD, except, once, the EVDs already queued behind its first
  * slow batch (with a single poller, all of them). Fast upcalls pass
  * nothing: handing the queue over at every batch made two pollers trade
@@ -817,18 +817,20 @@ bool kevd_poller_owns(struct kevd *evd)
 }
 
 /*
- * Pass the EVDs queued on @p to the next poller not inside an upcall:
- * @p is about to upcall.
- * Return: false if there is no such poller.
+ * Pass the EVDs queued on @p to the next poller not inside an upcall, or
+ * if every other is inside one to the next all the same: @p is about to
+ * run a slow EVD's upcalls, the other poller's may be fast.
+ * Return: false if there is no other poller.
  */
 static bool kevd_poller_shed(struct kevd_poller *p)
 {
-	struct kevd_poller *to = kevd_poller_other_free(p);
+	struct kevd_poller *to = kevd_poller_other_free(p) ?:
+				 kevd_poller_next(p);
 	unsigned long flags;
 	struct kevd *evd;
 	LIST_HEAD(moved);
 
-	if (!to)
+	if (to == p)
 		return false;
 	list_splice_init(&p->todo, &moved);
 	/* Racy peek: an EVD queued just after it is served after the upcall. */
@@ -906,7 +908,8 @@ struct kevd_batch *kevd_poller_current_batch(struct kevd *evd)
  * To the next poller not inside an upcall: a busy one would hold the
  * rest of the EVD's events behind an upcall of another EVD, which may
  * even wait for them. With none, @p keeps @evd and delivers the rest
- * after its batch.
+ * after its batch: the EVD waits for its own upcalls only (MANY does not
+ * promise that two of them run at once).
  *
  * Return: true if handed off (the caller no longer owns @evd).
  */
