@@ -219,8 +219,9 @@ static void kevd_push_back_wcs(struct kevd *evd, const struct ib_wc *wcs,
  * push: between two, a dequeue in another thread (the batch may give
  * back from an upcall, a QP flush, with nothing held) would take the
  * events of the later ones first. A give-back is not the fast path: more
- * than a chunk is converted into memory of its own. Without memory, in
- * chunks, the last chunk first, each earlier one ahead of it.
+ * than a chunk is converted into memory of its own (no reclaim from a
+ * poller). Without memory, in chunks, the last chunk first, each earlier
+ * one ahead of it.
  */
 static void kevd_push_front_wcs(struct kevd *evd, const struct ib_wc *wcs,
 				u32 k)
@@ -229,7 +230,8 @@ static void kevd_push_front_wcs(struct kevd *evd, const struct ib_wc *wcs,
 	u32 end = k, n, i;
 
 	if (k > KEVD_CONVERT_CHUNK)
-		evs = kmalloc_array(k, sizeof(*evs), GFP_KERNEL) ?: small;
+		evs = kmalloc_array(k, sizeof(*evs),
+				    GFP_NOWAIT | __GFP_NOWARN) ?: small;
 	if (evs != small) {
 		for (i = 0; i < k; i++)
 			kevd_cq_convert(evd, &wcs[i], &evs[i]);
