@@ -1924,6 +1924,11 @@ static void kevd_dto_flush_gives_up_seen(struct kunit *test)
 	KUNIT_EXPECT_PTR_EQ(test, r->ctx[1], (void *)qb);
 	KUNIT_EXPECT_PTR_EQ(test, r->ctx[2], NULL);
 	KUNIT_EXPECT_EQ(test, atomic_read(&r->n), 3);
+	/* the orphan ends: the arm check's poll began after the QP went */
+	end = jiffies + 60 * HZ;
+	while (READ_ONCE(evd->ndrains) && time_before(jiffies, end))
+		schedule_timeout_uninterruptible(1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(evd->ndrains), 0U);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 	fake_hca_destroy(hca);
 }
