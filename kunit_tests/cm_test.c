@@ -734,6 +734,35 @@ static int cm_active_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	return 0;
 }
 
+static struct rdma_cm_id *cm_active_id(struct kunit *test,
+				       struct cm_active *a)
+{
+	struct rdma_cm_id *id;
+
+	id = rdma_create_id(&init_net, cm_active_handler, a, RDMA_PS_TCP,
+			    IB_QPT_RC);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, id);
+	return id;
+}
+
+/* An EVD for an endpoint's DTOs and connection events, on a fake HCA. */
+static struct kevd *cm_dto_conn_evd(struct kunit *test, struct fake_hca **hca)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	*hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(*hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
 /* A successful receive of @qp into @cq. */
 static void cm_recv(struct kunit *test, struct ib_cq *cq, struct ib_qp *qp,
 		    u64 cookie)
@@ -778,7 +807,6 @@ static void kevd_cm_established_before_own_completions(struct kunit *test)
 	static const bool of_a[] = { false, false, true, false, true };
 	struct kevd_cm_attr attr = { };
 	struct rdma_cm_id *ida, *idb;
-	struct kevd_attr eattr;
 	struct fake_hca *hca;
 	struct kevd_event ev;
 	struct ib_qp *qb;
@@ -788,23 +816,13 @@ static void kevd_cm_established_before_own_completions(struct kunit *test)
 	int i, ret;
 
 	KUNIT_ASSERT_TRUE(test, a && cb);
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&eattr);
-	eattr.qlen = 64;
-	eattr.cq_depth = 256;
-	eattr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
-	eattr.upcall_policy = KEVD_UPCALL_DISABLE;
-	evd = kevd_create(fake_hca_ibdev(hca), &eattr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = cm_dto_conn_evd(test, &hca);
 	cq = kevd_cq(evd);
 	a->qp = fake_qp_create(hca, cq, 16);
 	qb = fake_qp_create(hca, cq, 16);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(a->qp) || IS_ERR(qb));
 
-	ida = rdma_create_id(&init_net, cm_active_handler, a, RDMA_PS_TCP,
-			     IB_QPT_RC);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, ida);
+	ida = cm_active_id(test, a);
 	idb = cm_id(test, cb);
 	attr.conn_evd = evd;
 	attr.ep = a;
@@ -869,7 +887,6 @@ static void kevd_cm_held_established_keeps_data(struct kunit *test)
 	u8 *pdata = kunit_kzalloc(test, KEVD_CM_MAX_PRIVATE_DATA, GFP_KERNEL);
 	struct kevd_cm_attr attr = { };
 	struct rdma_cm_id *ida, *idb, *idc;
-	struct kevd_attr eattr;
 	struct fake_hca *hca;
 	struct kevd_event ev;
 	const u32 len = 60;
@@ -879,26 +896,14 @@ static void kevd_cm_held_established_keeps_data(struct kunit *test)
 	int i;
 
 	KUNIT_ASSERT_TRUE(test, a && b && cc && pdata);
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&eattr);
-	eattr.qlen = 64;
-	eattr.cq_depth = 256;
-	eattr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
-	eattr.upcall_policy = KEVD_UPCALL_DISABLE;
-	evd = kevd_create(fake_hca_ibdev(hca), &eattr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = cm_dto_conn_evd(test, &hca);
 	cq = kevd_cq(evd);
 	a->qp = fake_qp_create(hca, cq, 16);
 	b->qp = fake_qp_create(hca, cq, 16);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(a->qp) || IS_ERR(b->qp));
 
-	ida = rdma_create_id(&init_net, cm_active_handler, a, RDMA_PS_TCP,
-			     IB_QPT_RC);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, ida);
-	idb = rdma_create_id(&init_net, cm_active_handler, b, RDMA_PS_TCP,
-			     IB_QPT_RC);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, idb);
+	ida = cm_active_id(test, a);
+	idb = cm_active_id(test, b);
 	idc = cm_id(test, cc);
 	attr.conn_evd = evd;
 	attr.ep = a;
@@ -1024,9 +1029,7 @@ static void kevd_cm_end_flushes_other_evd(struct kunit *test)
 	for (i = 0; i < ARRAY_SIZE(ends); i++) {
 		a[i].qp = fake_qp_create(hca, kevd_cq(dto), 16);
 		KUNIT_ASSERT_FALSE(test, IS_ERR(a[i].qp));
-		id[i] = rdma_create_id(&init_net, cm_active_handler, &a[i],
-				       RDMA_PS_TCP, IB_QPT_RC);
-		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, id[i]);
+		id[i] = cm_active_id(test, &a[i]);
 		attr.ep = &a[i];
 		KUNIT_ASSERT_EQ(test, kevd_cm_bind(id[i], &attr), 0);
 		KUNIT_EXPECT_EQ(test, cm_fire(id[i],
