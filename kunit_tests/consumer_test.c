@@ -1341,20 +1341,25 @@ static void kevd_consumer_teardown_not_undone(struct kunit *test)
  * @resize: kevd_resize().
  * @wait: kevd_wait() with a timeout of 0.
  * @free: kevd_free().
+ * @create: kevd_create()'s error, or 0 for an EVD.
  */
 struct irq_calls {
 	struct hrtimer timer;
 	struct kevd *evd;
 	struct completion done;
-	int teardown, resize, wait, free;
+	int teardown, resize, wait, free, create;
 };
 
 static enum hrtimer_restart irq_calls_fn(struct hrtimer *timer)
 {
 	struct irq_calls *c = container_of(timer, struct irq_calls, timer);
 	struct kevd_event ev;
+	struct kevd_attr attr;
 	u32 nmore;
 
+	kevd_attr_init(&attr);
+	attr.flags = KEVD_SOFTWARE_FLAG;
+	c->create = PTR_ERR_OR_ZERO(kevd_create(NULL, &attr));
 	c->teardown = kevd_modify_upcall(c->evd, KEVD_UPCALL_TEARDOWN, NULL,
 					 KEVD_UPCALL_INVOC_ANY);
 	c->resize = kevd_resize(c->evd, 32);
@@ -1390,6 +1395,7 @@ static void kevd_consumer_sleeping_calls_refuse_irq(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, c->resize, -EINVAL);
 	KUNIT_EXPECT_EQ(test, c->wait, -EINVAL);
 	KUNIT_EXPECT_EQ(test, c->free, -EINVAL);
+	KUNIT_EXPECT_EQ(test, c->create, -EINVAL);
 	/* nothing changed: the same policy, queue length and event */
 	KUNIT_ASSERT_EQ(test, kevd_query(c->evd, &p), 0);
 	KUNIT_EXPECT_EQ(test, p.upcall_policy, KEVD_UPCALL_DISABLE);
