@@ -672,6 +672,7 @@ static inline bool kevd_atomic_caller(void)
 {
 	return !in_task() || irqs_disabled();
 }
+
 bool kevd_poller_owns(struct kevd *evd);
 bool kevd_poll_try_own(struct kevd *evd);
 bool kevd_poll_take(struct kevd *evd);
