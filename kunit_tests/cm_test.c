@@ -14,6 +14,7 @@
 #include <rdma/rdma_cm.h>
 #include <kevd/kevd.h>
 #include "fake_hca.h"
+#include "kevd_test_export.h"
 
 /* The consumer's own handler: hears what kevd does not map. */
 struct cm_chain {
@@ -662,6 +663,35 @@ static void kevd_cm_bind_checks(struct kunit *test)
 }
 
 /*
+ * The next event of @evd is @ep's ESTABLISHED, with @len bytes of private
+ * data in the pattern of @seed, after the binding that copied them ended:
+ * the allocator is churned first with blocks of the copy's size (with its
+ * list node), so that a copy freed too early is overwritten.
+ */
+static void cm_expect_kept_data(struct kunit *test, struct kevd *evd,
+				void *ep, u32 len, u8 seed)
+{
+	struct kevd_event ev;
+	void *churn[32];
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(churn); i++) {
+		churn[i] = kmalloc(len + 2 * sizeof(void *), GFP_KERNEL);
+		if (churn[i])
+			memset(churn[i], 0xa5, len + 2 * sizeof(void *));
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			KEVD_CONNECTION_EVENT_ESTABLISHED);
+	KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, ep);
+	KUNIT_EXPECT_EQ(test, ev.connection.private_data_size, len);
+	KUNIT_EXPECT_TRUE(test, ev.connection.private_data &&
+			  cm_pattern_ok(ev.connection.private_data, len, seed));
+	for (i = 0; i < ARRAY_SIZE(churn); i++)
+		kfree(churn[i]);
+}
+
+/*
  * A consumer handler that returns non-zero ends the binding, and rdma_cm
  * destroys the id; the connection events already queued stay the
  * consumer's, private data included, until their EVD is freed. The
@@ -674,11 +704,9 @@ static void kevd_cm_refusal_keeps_data(struct kunit *test)
 	u8 *pdata = kunit_kzalloc(test, KEVD_CM_MAX_PRIVATE_DATA, GFP_KERNEL);
 	struct kevd_cm_attr attr = { };
 	const u32 len = 60;
-	void *churn[32];
 	struct rdma_cm_id *id;
-	struct kevd_event ev;
 	struct kevd *conn;
-	int i, ret;
+	int ret;
 
 	KUNIT_ASSERT_NOT_NULL(test, c);
 	KUNIT_ASSERT_NOT_NULL(test, pdata);
@@ -699,22 +727,7 @@ static void kevd_cm_refusal_keeps_data(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ret, -ENETRESET);
 	KUNIT_EXPECT_EQ(test, c->calls, 1);
 	rdma_destroy_id(id);		/* what rdma_cm does on non-zero */
-	/* blocks the size of a copy with its list node */
-	for (i = 0; i < ARRAY_SIZE(churn); i++) {
-		churn[i] = kmalloc(len + 2 * sizeof(void *), GFP_KERNEL);
-		if (churn[i])
-			memset(churn[i], 0xa5, len + 2 * sizeof(void *));
-	}
-
-	KUNIT_ASSERT_EQ(test, kevd_dequeue(conn, &ev), 0);
-	KUNIT_EXPECT_EQ(test, ev.event_number,
-			KEVD_CONNECTION_EVENT_ESTABLISHED);
-	KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, (void *)c);
-	KUNIT_EXPECT_EQ(test, ev.connection.private_data_size, len);
-	KUNIT_EXPECT_TRUE(test, ev.connection.private_data &&
-			  cm_pattern_ok(ev.connection.private_data, len, 5));
-	for (i = 0; i < ARRAY_SIZE(churn); i++)
-		kfree(churn[i]);
+	cm_expect_kept_data(test, conn, c, len, 5);
 	cm_expect_none(test, conn);
 	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
 }
@@ -743,24 +756,6 @@ static struct rdma_cm_id *cm_active_id(struct kunit *test,
 			    IB_QPT_RC);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, id);
 	return id;
-}
-
-/* An EVD for an endpoint's DTOs and connection events, on a fake HCA. */
-static struct kevd *cm_dto_conn_evd(struct kunit *test, struct fake_hca **hca)
-{
-	struct kevd_attr attr;
-	struct kevd *evd;
-
-	*hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 64;
-	attr.cq_depth = 256;
-	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	evd = kevd_create(fake_hca_ibdev(*hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
-	return evd;
 }
 
 /* A successful receive of @qp into @cq. */
@@ -816,7 +811,7 @@ static void kevd_cm_established_before_own_completions(struct kunit *test)
 	int i, ret;
 
 	KUNIT_ASSERT_TRUE(test, a && cb);
-	evd = cm_dto_conn_evd(test, &hca);
+	evd = kevd_test_dto_conn_evd(test, &hca);
 	cq = kevd_cq(evd);
 	a->qp = fake_qp_create(hca, cq, 16);
 	qb = fake_qp_create(hca, cq, 16);
@@ -888,15 +883,12 @@ static void kevd_cm_held_established_keeps_data(struct kunit *test)
 	struct kevd_cm_attr attr = { };
 	struct rdma_cm_id *ida, *idb, *idc;
 	struct fake_hca *hca;
-	struct kevd_event ev;
 	const u32 len = 60;
-	void *churn[32];
 	struct kevd *evd;
 	struct ib_cq *cq;
-	int i;
 
 	KUNIT_ASSERT_TRUE(test, a && b && cc && pdata);
-	evd = cm_dto_conn_evd(test, &hca);
+	evd = kevd_test_dto_conn_evd(test, &hca);
 	cq = kevd_cq(evd);
 	a->qp = fake_qp_create(hca, cq, 16);
 	b->qp = fake_qp_create(hca, cq, 16);
@@ -928,21 +920,7 @@ static void kevd_cm_held_established_keeps_data(struct kunit *test)
 
 	ida->qp = NULL;		/* the fake QP is the test's to destroy */
 	kevd_cm_destroy_id(ida);
-	/* blocks the size of a copy with its list node */
-	for (i = 0; i < ARRAY_SIZE(churn); i++) {
-		churn[i] = kmalloc(len + 2 * sizeof(void *), GFP_KERNEL);
-		if (churn[i])
-			memset(churn[i], 0xa5, len + 2 * sizeof(void *));
-	}
-	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
-	KUNIT_EXPECT_EQ(test, ev.event_number,
-			KEVD_CONNECTION_EVENT_ESTABLISHED);
-	KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, (void *)a);
-	KUNIT_EXPECT_EQ(test, ev.connection.private_data_size, len);
-	KUNIT_EXPECT_TRUE(test, ev.connection.private_data &&
-			  cm_pattern_ok(ev.connection.private_data, len, 7));
-	for (i = 0; i < ARRAY_SIZE(churn); i++)
-		kfree(churn[i]);
+	cm_expect_kept_data(test, evd, a, len, 7);
 
 	idb->qp = NULL;
 	kevd_cm_destroy_id(idb);

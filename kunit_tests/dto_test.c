@@ -1306,18 +1306,9 @@ static struct kevd *hold_env(struct kunit *test, struct fake_hca **hca,
 			     struct ib_qp **qp, u32 nrecv)
 {
 	struct ib_recv_wr wr = { };
-	struct kevd_attr attr;
 	struct kevd *evd;
 
-	*hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 64;
-	attr.cq_depth = 256;
-	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_DISABLE;
-	evd = kevd_create(fake_hca_ibdev(*hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	evd = kevd_test_dto_conn_evd(test, hca);
 	*qp = fake_qp_create(*hca, kevd_cq(evd), 8);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *qp);
 	for (wr.wr_id = 1; wr.wr_id <= nrecv; wr.wr_id++)

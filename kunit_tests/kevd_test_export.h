@@ -67,6 +67,10 @@ struct kevd *kevd_test_create_on(struct kunit *test, u32 qlen, u32 flags,
 				 int policy, const struct kevd_upcall *upcall,
 				 int flag, int cpu);
 
+struct fake_hca;
+/* DTO and connection streams on a new strict fake HCA (*@hca). */
+struct kevd *kevd_test_dto_conn_evd(struct kunit *test, struct fake_hca **hca);
+
 /*
  * A long stress runs as parts: a few cases per parameter, each doing its
  * share of the work. KUnit waits for a case uninterruptibly, so modprobe

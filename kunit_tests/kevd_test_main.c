@@ -13,6 +13,7 @@
 #include <linux/string.h>
 #include <linux/umh.h>
 #include "kevd_test.h"
+#include "fake_hca.h"
 
 /**
  * kevd_test_create_on() - create a software-stream EVD freed after the test.
@@ -42,6 +43,33 @@ struct kevd *kevd_test_create_on(struct kunit *test, u32 qlen, u32 flags,
 	attr.upcall_flag = flag;
 	attr.cpu = cpu;
 	evd = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	return evd;
+}
+
+/**
+ * kevd_test_dto_conn_evd() - an EVD for DTOs and connection events.
+ * @test: the test.
+ * @hca: set to the strict fake HCA its CQ is on (the caller destroys it
+ *	after the EVD).
+ *
+ * Queue length 64, CQ depth 256, upcalls disabled.
+ *
+ * Return: the EVD.
+ */
+struct kevd *kevd_test_dto_conn_evd(struct kunit *test, struct fake_hca **hca)
+{
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	*hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 64;
+	attr.cq_depth = 256;
+	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(*hca), &attr);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
 	return evd;
 }
