@@ -165,15 +165,20 @@ static void kevd_deliver_end(struct kevd *evd, int policy)
 
 /*
  * Producers filled the ring while the owner held @k events it must queue
- * (a direct poll's, behind an event queued meanwhile): grow it rather
- * than lose them or deliver them out of order. They may have filled the
- * headroom too: the new queue length holds all of it, or the resize would
- * refuse (-EBUSY) for good while nobody dequeues.
+ * (a direct poll's, behind an event queued meanwhile; a give-back): grow
+ * it rather than lose them or deliver them out of order. They may have
+ * filled the headroom too: the new queue length holds all of it, or the
+ * resize would refuse (-EBUSY) for good while nobody dequeues.
+ * Return: false if the ring cannot grow (at its largest, or no memory).
  */
-static void kevd_make_room(struct kevd *evd, u32 k)
+static bool kevd_make_room(struct kevd *evd, u32 k)
 {
-	if (kevd_ring_grow(&evd->ring, k))
+	int err = kevd_ring_grow(&evd->ring, k);
+
+	if (err)
 		cond_resched();
+	/* -EAGAIN: another resize changed the ring; look again */
+	return !err || err == -EAGAIN;
 }
 
 /*
@@ -187,15 +192,9 @@ static void kevd_push_front(struct kevd *evd, const struct kevd_event *evs,
 			    u32 k, bool fresh, u32 orig)
 {
 	bool spare = false;
-	int err;
 
-	while (kevd_ring_push_front(&evd->ring, evs, k, fresh, orig, spare)) {
-		err = kevd_ring_grow(&evd->ring, k);
-		if (err && err != -EAGAIN)
-			spare = true;
-		if (err)
-			cond_resched();
-	}
+	while (kevd_ring_push_front(&evd->ring, evs, k, fresh, orig, spare))
+		spare |= !kevd_make_room(evd, k);
 }
 
 /*
@@ -226,26 +225,23 @@ static void kevd_push_back_wcs(struct kevd *evd, const struct ib_wc *wcs,
 static void kevd_push_front_wcs(struct kevd *evd, const struct ib_wc *wcs,
 				u32 k)
 {
-	struct kevd_event small[KEVD_CONVERT_CHUNK], *evs = small;
-	u32 end = k, n, i;
+	struct kevd_event small[KEVD_CONVERT_CHUNK], *big = NULL, *evs = small;
+	u32 chunk = KEVD_CONVERT_CHUNK, end = k, n, i;
 
-	if (k > KEVD_CONVERT_CHUNK)
-		evs = kmalloc_array(k, sizeof(*evs),
-				    GFP_NOWAIT | __GFP_NOWARN) ?: small;
-	if (evs != small) {
-		for (i = 0; i < k; i++)
-			kevd_cq_convert(evd, &wcs[i], &evs[i]);
-		kevd_push_front(evd, evs, k, true, 0);
-		kfree(evs);
-		return;
+	if (k > chunk)
+		big = kmalloc_array(k, sizeof(*big), GFP_NOWAIT | __GFP_NOWARN);
+	if (big) {
+		evs = big;
+		chunk = k;
 	}
 	while (end) {
-		n = min_t(u32, end, KEVD_CONVERT_CHUNK);
+		n = min(end, chunk);
 		end -= n;
 		for (i = 0; i < n; i++)
-			kevd_cq_convert(evd, &wcs[end + i], &small[i]);
-		kevd_push_front(evd, small, n, true, 0);
+			kevd_cq_convert(evd, &wcs[end + i], &evs[i]);
+		kevd_push_front(evd, evs, n, true, 0);
 	}
+	kfree(big);
 }
 
 /*
