@@ -1241,18 +1241,16 @@ static void kevd_consumer_giveback_spares_headroom(struct kunit *test)
 
 /**
  * struct td_undo - an upcall that enables again as a TEARDOWN waits for it.
+ * @x: its first invocation blocks until released (ext_disable_upcall()).
  * @evd: the EVD.
- * @entered: the first invocation runs.
- * @go: it may go on.
- * @calls: invocations.
  * @rc: what its kevd_modify_upcall() returned.
  * @td_done: the TEARDOWN returned.
  * @td_rc: what it returned.
  */
 struct td_undo {
+	struct ext_disable x;
 	struct kevd *evd;
-	struct completion entered, go, td_done;
-	atomic_t calls;
+	struct completion td_done;
 	int rc, td_rc;
 };
 
@@ -1261,12 +1259,11 @@ static void td_undo_upcall(void *ctx, const struct kevd_event *ev,
 {
 	struct td_undo *t = ctx;
 
-	if (atomic_inc_return(&t->calls) > 1)
-		return;
-	complete(&t->entered);
-	wait_for_completion_timeout(&t->go, CONS_WAIT);
-	t->rc = kevd_modify_upcall(t->evd, KEVD_UPCALL_SINGLE_INSTANCE, NULL,
-				   KEVD_UPCALL_INVOC_ANY);
+	ext_disable_upcall(&t->x, ev, more);
+	/* SINGLE_INSTANCE: no other invocation counts meanwhile */
+	if (atomic_read(&t->x.calls) == 1)
+		t->rc = kevd_modify_upcall(t->evd, KEVD_UPCALL_SINGLE_INSTANCE,
+					   NULL, KEVD_UPCALL_INVOC_ANY);
 }
 
 static int td_undo_fn(void *data)
@@ -1296,17 +1293,17 @@ static void kevd_consumer_teardown_not_undone(struct kunit *test)
 	unsigned long end;
 
 	KUNIT_ASSERT_NOT_NULL(test, t);
-	init_completion(&t->entered);
-	init_completion(&t->go);
+	init_completion(&t->x.entered);
+	init_completion(&t->x.release);
 	init_completion(&t->td_done);
 	t->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG,
 			     KEVD_UPCALL_SINGLE_INSTANCE, &up, NULL);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(t->evd, (void *)1), 0);
-	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&t->entered,
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&t->x.entered,
 							  CONS_WAIT), 0UL);
 	task = kthread_run(td_undo_fn, t, "kevd_cons_td");
 	if (IS_ERR(task))
-		complete(&t->go);
+		complete(&t->x.release);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
 	/* the TEARDOWN has set its policy, and waits for the upcall */
 	end = jiffies + CONS_WAIT;
@@ -1314,7 +1311,7 @@ static void kevd_consumer_teardown_not_undone(struct kunit *test)
 	       p.upcall_policy != KEVD_UPCALL_TEARDOWN &&
 	       time_before(jiffies, end))
 		schedule_timeout_uninterruptible(1);
-	complete(&t->go);
+	complete(&t->x.release);
 	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&t->td_done,
 							  CONS_WAIT), 0UL);
 	KUNIT_EXPECT_EQ(test, p.upcall_policy, KEVD_UPCALL_TEARDOWN);
@@ -1324,7 +1321,7 @@ static void kevd_consumer_teardown_not_undone(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, p.upcall_policy, KEVD_UPCALL_TEARDOWN);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(t->evd, (void *)2), 0);
 	kevd_test_flush_pollers(test);
-	KUNIT_EXPECT_EQ(test, atomic_read(&t->calls), 1);
+	KUNIT_EXPECT_EQ(test, atomic_read(&t->x.calls), 1);
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(t->evd, &ev), 0);
 	KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer, (void *)2);
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(t->evd, KEVD_UPCALL_TEARDOWN,
