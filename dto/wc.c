@@ -79,10 +79,13 @@ EXPORT_SYMBOL_GPL(kevd_wc_status);
  *
  * Context: any.
  * Return: an &enum kevd_dto_op; KEVD_DTO_UNKNOWN for an opcode kevd does
- * not know.
+ * not know, and for a failed completion, whose opcode the verbs leave
+ * undefined (only wr_id, status, qp and vendor_err are).
  */
 u32 kevd_wc_opcode(const struct ib_wc *wc)
 {
+	if (wc->status != IB_WC_SUCCESS)
+		return KEVD_DTO_UNKNOWN;
 	switch (wc->opcode) {
 	case IB_WC_SEND:
 		return KEVD_DTO_SEND;
@@ -169,7 +172,7 @@ void kevd_wc_to_event(const struct ib_wc *wc, struct kevd_event *ev)
 	dto->cookie = wc->wr_id;
 	dto->status = kevd_wc_status(wc->status);
 	dto->transferred_length = ok && kevd_wc_has_len(wc) ? wc->byte_len : 0;
-	dto->operation = ok ? kevd_wc_opcode(wc) : KEVD_DTO_UNKNOWN;
+	dto->operation = kevd_wc_opcode(wc);
 	dto->has_imm = ok && kevd_wc_has_imm(wc);
 	dto->reserved = 0;
 	dto->imm_data = dto->has_imm ? be32_to_cpu(wc->ex.imm_data) : 0;

@@ -200,6 +200,15 @@ static void kevd_dto_opcode_map(struct kunit *test)
 				    "opcode %d flags %d", map[i].op,
 				    map[i].flags);
 	}
+	/* a failed completion's opcode is undefined: a stale one is not read */
+	wc.status = IB_WC_WR_FLUSH_ERR;
+	for (i = 0; i < ARRAY_SIZE(map); i++) {
+		wc.opcode = map[i].op;
+		wc.wc_flags = map[i].flags;
+		KUNIT_EXPECT_EQ_MSG(test, kevd_wc_opcode(&wc),
+				    (u32)KEVD_DTO_UNKNOWN,
+				    "failed, stale opcode %d", map[i].op);
+	}
 }
 
 static void kevd_dto_wc_to_event(struct kunit *test)

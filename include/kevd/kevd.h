@@ -150,7 +150,8 @@ enum kevd_dto_status {
  * @KEVD_DTO_RECEIVE_IMMED: receive of an RDMA write with immediate.
  * @KEVD_DTO_CMP_AND_SWAP: atomic compare and swap.
  * @KEVD_DTO_FETCH_AND_ADD: atomic fetch and add.
- * @KEVD_DTO_UNKNOWN: an opcode kevd does not know (never garbage).
+ * @KEVD_DTO_UNKNOWN: an opcode kevd does not know, or a failed completion
+ *	(never garbage).
  */
 enum kevd_dto_op {
 	KEVD_DTO_SEND,
