@@ -251,6 +251,9 @@ struct kevd_direct {
  *	until none runs, they may hold events older than the ring's head,
  *	so no batch begins and a consumer's dequeue takes nothing
  *	(kevd_batches_held()). Written under @lock.
+ * @teardowns: TEARDOWN calls waiting for the upcalls in progress to
+ *	return; enabling fails meanwhile (-EBUSY). Under @lock. Not the
+ *	policy: a DISABLE may replace a waiting TEARDOWN's.
  * @gate_new: INVOC_NEW is waiting for the first new arrival...
  * @gate_prod: ...that is, for ring.prod to move past this.
  * @notify_prod: ring.prod at the last NOTIFY doorbell.
@@ -362,6 +365,7 @@ struct kevd {
 	u32 upcall_gen;
 	atomic_t upcalls_running;
 	bool held;
+	u32 teardowns;
 	bool gate_new;
 	u32 gate_prod;
 	u32 notify_prod;

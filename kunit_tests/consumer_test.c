@@ -1243,15 +1243,18 @@ static void kevd_consumer_giveback_spares_headroom(struct kunit *test)
  * struct td_undo - an upcall that enables again as a TEARDOWN waits for it.
  * @x: its first invocation blocks until released (ext_disable_upcall()).
  * @evd: the EVD.
- * @rc: what its kevd_modify_upcall() returned.
+ * @disable_first: it disables before it enables.
+ * @dis_rc: what its DISABLE returned.
+ * @rc: what its enabling kevd_modify_upcall() returned.
  * @td_done: the TEARDOWN returned.
  * @td_rc: what it returned.
  */
 struct td_undo {
 	struct ext_disable x;
 	struct kevd *evd;
+	bool disable_first;
 	struct completion td_done;
-	int rc, td_rc;
+	int dis_rc, rc, td_rc;
 };
 
 static void td_undo_upcall(void *ctx, const struct kevd_event *ev,
@@ -1261,9 +1264,13 @@ static void td_undo_upcall(void *ctx, const struct kevd_event *ev,
 
 	ext_disable_upcall(&t->x, ev, more);
 	/* SINGLE_INSTANCE: no other invocation counts meanwhile */
-	if (atomic_read(&t->x.calls) == 1)
-		t->rc = kevd_modify_upcall(t->evd, KEVD_UPCALL_SINGLE_INSTANCE,
-					   NULL, KEVD_UPCALL_INVOC_ANY);
+	if (atomic_read(&t->x.calls) != 1)
+		return;
+	if (t->disable_first)
+		t->dis_rc = kevd_modify_upcall(t->evd, KEVD_UPCALL_DISABLE,
+					       NULL, KEVD_UPCALL_INVOC_ANY);
+	t->rc = kevd_modify_upcall(t->evd, KEVD_UPCALL_SINGLE_INSTANCE, NULL,
+				   KEVD_UPCALL_INVOC_ANY);
 }
 
 static int td_undo_fn(void *data)
@@ -1276,12 +1283,23 @@ static int td_undo_fn(void *data)
 	return 0;
 }
 
+static const bool td_undo_disables[] = { false, true };
+
+static void td_undo_desc(const bool *disable_first, char *desc)
+{
+	strscpy(desc, *disable_first ? "disable_enable" : "enable",
+		KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(td_undo, td_undo_disables, td_undo_desc);
+
 /*
  * A TEARDOWN that returned 0 leaves the upcalls torn down: the upcall it
  * waits for enables them again (a pattern that disables on entry and
- * enables on exit) and is refused. Before, it succeeded, the TEARDOWN
- * returned 0 all the same, and the next event called the upcall, whose
- * context the consumer may have freed by then.
+ * enables on exit) and is refused, also after a DISABLE of its own has
+ * replaced the TEARDOWN's policy (param). Before, it succeeded, the
+ * TEARDOWN returned 0 all the same, and the next event called the
+ * upcall, whose context the consumer may have freed by then.
  */
 static void kevd_consumer_teardown_not_undone(struct kunit *test)
 {
@@ -1293,6 +1311,7 @@ static void kevd_consumer_teardown_not_undone(struct kunit *test)
 	unsigned long end;
 
 	KUNIT_ASSERT_NOT_NULL(test, t);
+	t->disable_first = *(const bool *)test->param_value;
 	init_completion(&t->x.entered);
 	init_completion(&t->x.release);
 	init_completion(&t->td_done);
@@ -1316,9 +1335,12 @@ static void kevd_consumer_teardown_not_undone(struct kunit *test)
 							  CONS_WAIT), 0UL);
 	KUNIT_EXPECT_EQ(test, p.upcall_policy, KEVD_UPCALL_TEARDOWN);
 	KUNIT_EXPECT_EQ(test, t->td_rc, 0);
+	KUNIT_EXPECT_EQ(test, t->dis_rc, 0);
 	KUNIT_EXPECT_EQ(test, t->rc, -EBUSY);
 	KUNIT_ASSERT_EQ(test, kevd_query(t->evd, &p), 0);
-	KUNIT_EXPECT_EQ(test, p.upcall_policy, KEVD_UPCALL_TEARDOWN);
+	KUNIT_EXPECT_EQ(test, p.upcall_policy,
+			t->disable_first ? KEVD_UPCALL_DISABLE :
+					   KEVD_UPCALL_TEARDOWN);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(t->evd, (void *)2), 0);
 	kevd_test_flush_pollers(test);
 	KUNIT_EXPECT_EQ(test, atomic_read(&t->x.calls), 1);
@@ -6882,7 +6904,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM(kevd_consumer_giveback_full_ring,
 			 giveback_policy_gen_params),
 	KUNIT_CASE(kevd_consumer_giveback_spares_headroom),
-	KUNIT_CASE(kevd_consumer_teardown_not_undone),
+	KUNIT_CASE_PARAM(kevd_consumer_teardown_not_undone, td_undo_gen_params),
 	KUNIT_CASE(kevd_consumer_sleeping_calls_refuse_irq),
 	KUNIT_CASE(kevd_consumer_fifo_across_streams),
 	KUNIT_CASE(kevd_consumer_headroom_and_overflow),

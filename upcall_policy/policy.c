@@ -45,19 +45,6 @@ static void kevd_set_gate(struct kevd *evd, int flag)
 	evd->notify_owed = false;
 }
 
-/*
- * Does a TEARDOWN (or kevd_free()) wait for upcalls in progress? Its
- * policy is set and they still run: once they are done it returns, and
- * no upcall begins under its policy meanwhile. Caller holds evd->lock,
- * under which the count is raised.
- */
-static bool kevd_teardown_waits(struct kevd *evd)
-{
-	lockdep_assert_held(&evd->lock);
-	return evd->policy == KEVD_UPCALL_TEARDOWN &&
-	       atomic_read(&evd->upcalls_running);
-}
-
 /* Do two upcall objects call the same function with the same context? */
 static bool kevd_upcall_same(const struct kevd_upcall *a,
 			     const struct kevd_upcall *b)
@@ -126,7 +113,7 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		ret = -EINVAL;
 	else if (enable && !upcall && !evd->upcall.func)
 		ret = -EINVAL;
-	else if (enable && (evd->waiter || kevd_teardown_waits(evd)))
+	else if (enable && (evd->waiter || evd->teardowns))
 		ret = -EBUSY;
 	if (!ret) {
 		/* a new doorbell hears of what is queued (INVOC_ANY) */
@@ -146,8 +133,10 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		/* batches still running may hold older events than the ring */
 		kevd_hold_batches(evd, kevd_batches_running(evd));
 		/* a kevd_free() may return while TEARDOWN waits below */
-		if (policy == KEVD_UPCALL_TEARDOWN)
+		if (policy == KEVD_UPCALL_TEARDOWN) {
 			kevd_get(evd);
+			evd->teardowns++;
+		}
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (ret)
@@ -175,6 +164,9 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 			kevd_schedule(evd);
 	} else if (policy == KEVD_UPCALL_TEARDOWN) {
 		kevd_poll_wait_upcalls(evd);
+		spin_lock_irqsave(&evd->lock, flags);
+		evd->teardowns--;
+		spin_unlock_irqrestore(&evd->lock, flags);
 		kevd_put(evd);
 	}
 	return 0;
