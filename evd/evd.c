@@ -1209,7 +1209,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 	if (!evd || !evs || !nmore || !threshold || !n)
 		return -EINVAL;
 	if (kevd_atomic_caller()) {
-		*nmore = 0;
+		*nmore = kevd_take_count(evd);
 		return -EINVAL;
 	}
 	might_sleep();

@@ -1359,6 +1359,7 @@ static void kevd_consumer_teardown_not_undone(struct kunit *test)
  * @teardown: what kevd_modify_upcall(TEARDOWN) returned there.
  * @resize: kevd_resize().
  * @wait: kevd_wait() with a timeout of 0.
+ * @nmore: what that wait reported as queued.
  * @free: kevd_free().
  * @create: kevd_create()'s error, or 0 for an EVD.
  */
@@ -1367,6 +1368,7 @@ struct irq_calls {
 	struct kevd *evd;
 	struct completion done;
 	int teardown, resize, wait, free, create;
+	u32 nmore;
 };
 
 static enum hrtimer_restart irq_calls_fn(struct hrtimer *timer)
@@ -1374,7 +1376,6 @@ static enum hrtimer_restart irq_calls_fn(struct hrtimer *timer)
 	struct irq_calls *c = container_of(timer, struct irq_calls, timer);
 	struct kevd_event ev;
 	struct kevd_attr attr;
-	u32 nmore;
 
 	kevd_attr_init(&attr);
 	attr.flags = KEVD_SOFTWARE_FLAG;
@@ -1382,7 +1383,7 @@ static enum hrtimer_restart irq_calls_fn(struct hrtimer *timer)
 	c->teardown = kevd_modify_upcall(c->evd, KEVD_UPCALL_TEARDOWN, NULL,
 					 KEVD_UPCALL_INVOC_ANY);
 	c->resize = kevd_resize(c->evd, 32);
-	c->wait = kevd_wait(c->evd, 0, 1, &ev, &nmore);
+	c->wait = kevd_wait(c->evd, 0, 1, &ev, &c->nmore);
 	c->free = kevd_free(c->evd);
 	complete(&c->done);
 	return HRTIMER_NORESTART;
@@ -1401,6 +1402,7 @@ static void kevd_consumer_sleeping_calls_refuse_irq(struct kunit *test)
 
 	KUNIT_ASSERT_NOT_NULL(test, c);
 	init_completion(&c->done);
+	c->nmore = U32_MAX;
 	c->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG, KEVD_UPCALL_DISABLE,
 			     NULL, NULL);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(c->evd, (void *)1), 0);
@@ -1413,6 +1415,7 @@ static void kevd_consumer_sleeping_calls_refuse_irq(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, c->teardown, -EINVAL);
 	KUNIT_EXPECT_EQ(test, c->resize, -EINVAL);
 	KUNIT_EXPECT_EQ(test, c->wait, -EINVAL);
+	KUNIT_EXPECT_EQ(test, c->nmore, 1U);	/* set on this -EINVAL too */
 	KUNIT_EXPECT_EQ(test, c->free, -EINVAL);
 	KUNIT_EXPECT_EQ(test, c->create, -EINVAL);
 	/* nothing changed: the same policy, queue length and event */
