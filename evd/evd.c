@@ -1236,8 +1236,7 @@ int kevd_wait_batch(struct kevd *evd, u32 timeout_us, u32 threshold,
 	/* Pairs with kevd_pull_unarmed_ok(): waiter set, then its mark read. */
 	smp_mb();
 
-	left = timeout_us == KEVD_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :
-	       (long)usecs_to_jiffies(timeout_us);
+	left = kevd_timeout_jiffies(timeout_us);
 	deadline = jiffies + left;
 	for (;;) {
 		if (!kevd_wait_ready(evd, threshold)) {
@@ -1294,9 +1293,10 @@ EXPORT_SYMBOL_GPL(kevd_wait_batch);
  * @nmore: events still queued after it; set on every return but the
  *	-EINVAL of a NULL pointer or a zero @threshold.
  *
- * The remaining timeout shrinks across wake-ups. Every exit path leaves
- * the EVD un-waited. @nmore counts what the EVD queues, not completions
- * still in the CQ (kevd_wait_batch()).
+ * The remaining timeout shrinks across wake-ups; it is rounded up to
+ * ticks, and every finite value ends. Every exit path leaves the EVD
+ * un-waited. @nmore counts what the EVD queues, not completions still in
+ * the CQ (kevd_wait_batch()).
  *
  * Context: process context; sleeps, but not from an upcall of @evd
  * (which may disable upcalls and then wait with a timeout of 0 only).

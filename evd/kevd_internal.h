@@ -51,9 +51,12 @@
 #define _KEVD_INTERNAL_H
 
 #include <linux/cache.h>
+#include <linux/jiffies.h>
 #include <linux/kref.h>
 #include <linux/list.h>
+#include <linux/math64.h>
 #include <linux/mutex.h>
+#include <linux/sched.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
@@ -672,6 +675,20 @@ bool kevd_current_in_upcall(struct kevd *evd);
 static inline bool kevd_atomic_caller(void)
 {
 	return !in_task() || irqs_disabled();
+}
+
+/*
+ * A wait's timeout in jiffies, rounded up (the timer wheel then waits at
+ * least that many whole ticks). Not usecs_to_jiffies(): its limit, an
+ * unsigned int that jiffies_to_usecs(MAX_JIFFY_OFFSET) overflows on 64
+ * bit, turns the largest finite timeouts into MAX_JIFFY_OFFSET, a wait
+ * that never ends.
+ */
+static inline long kevd_timeout_jiffies(u32 timeout_us)
+{
+	if (timeout_us == KEVD_TIMEOUT_INFINITE)
+		return MAX_SCHEDULE_TIMEOUT;
+	return DIV_ROUND_UP_ULL((u64)timeout_us * HZ, USEC_PER_SEC);
 }
 
 bool kevd_poller_owns(struct kevd *evd);

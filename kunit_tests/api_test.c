@@ -926,6 +926,39 @@ static void kevd_api_debugfs_10k(struct kunit *test)
 	kvfree(evds);
 }
 
+/*
+ * A wait's timeout in jiffies is finite for every finite value, and
+ * rounded up, neither shorter nor a tick longer than asked. Before,
+ * usecs_to_jiffies() made the largest finite ones (above its 32-bit
+ * limit, from U32_MAX - 1998 at HZ=1000) MAX_JIFFY_OFFSET: waits
+ * without end.
+ */
+static void kevd_api_timeout_jiffies(struct kunit *test)
+{
+	static const u32 us[] = {
+		1, 999, 1000, 1001, 4000, 10000, 1000000,
+		U32_MAX - 4000000, U32_MAX - 1999, U32_MAX - 1998, U32_MAX - 1,
+	};
+	u64 asked, got;
+	long j;
+	int i;
+
+	KUNIT_EXPECT_EQ(test, kevd_timeout_jiffies(KEVD_TIMEOUT_INFINITE),
+			MAX_SCHEDULE_TIMEOUT);
+	KUNIT_EXPECT_EQ(test, kevd_timeout_jiffies(0), 0L);
+	for (i = 0; i < ARRAY_SIZE(us); i++) {
+		j = kevd_timeout_jiffies(us[i]);
+		/* in units of 1/(HZ * USEC_PER_SEC) s: exact */
+		asked = (u64)us[i] * HZ;
+		got = (u64)j * USEC_PER_SEC;
+		KUNIT_EXPECT_LT_MSG(test, j, (long)MAX_JIFFY_OFFSET,
+				    "%u us", us[i]);
+		KUNIT_EXPECT_GE_MSG(test, got, asked, "%u us", us[i]);
+		KUNIT_EXPECT_LT_MSG(test, got, asked + USEC_PER_SEC,
+				    "%u us", us[i]);
+	}
+}
+
 static struct kunit_case kevd_api_cases[] = {
 	KUNIT_CASE(kevd_api_create_errors),
 	KUNIT_CASE(kevd_api_create_query),
@@ -940,6 +973,7 @@ static struct kunit_case kevd_api_cases[] = {
 	KUNIT_CASE(kevd_api_notify_swap_object),
 	KUNIT_CASE(kevd_api_teardown_inside_upcall),
 	KUNIT_CASE(kevd_api_wait),
+	KUNIT_CASE(kevd_api_timeout_jiffies),
 	KUNIT_CASE(kevd_api_dequeue_batch),
 	KUNIT_CASE(kevd_api_wait_batch),
 	KUNIT_CASE(kevd_api_overflow),
