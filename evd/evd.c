@@ -1320,7 +1320,11 @@ EXPORT_SYMBOL_GPL(kevd_wait);
  * kevd_cq() - the CQ of the DTO stream.
  * @evd: the EVD.
  *
- * Consumers create their QPs on it; their wr_id is the DTO cookie.
+ * Consumers create their QPs on it; their wr_id is the DTO cookie. A QP
+ * must not be destroyed while completions of it may still be in the CQ
+ * (kevd reads its qp_context for each): drain it with a marker on each
+ * queue (Documentation/kevd/api.rst, "Teardown order"), not with
+ * ib_drain_qp(), which waits for ever on a CQ not from ib_alloc_cq().
  *
  * Context: any.
  * Return: the CQ, or NULL for an EVD without the DTO stream.
