@@ -72,6 +72,10 @@ TRACE_EVENT(kevd_pass_begin,
 		      __entry->budget)
 );
 
+/* user space reads the print format: export the values of the names */
+TRACE_DEFINE_ENUM(KEVD_PASS_IDLE);
+TRACE_DEFINE_ENUM(KEVD_PASS_AGAIN);
+
 TRACE_EVENT(kevd_pass_end,
 	    TP_PROTO(const struct kevd *evd, u32 drained, u32 work, int ret),
 	    TP_ARGS(evd, drained, work, ret),

@@ -2547,7 +2547,9 @@ static int trace_waiter_fn(void *data)
 /*
  * Every kevd tracepoint fires, through tracefs, with the fields of the
  * EVD it names: create, schedule, pass begin and end, arm, upcall batch
- * begin and end, wait begin and end, pull, overflow, resize, free.
+ * begin and end, wait begin and end, pull, overflow, resize, free. Their
+ * format files name no enum constant (TRACE_DEFINE_ENUM()): before, the
+ * pass end's print format did, which trace-cmd and perf cannot resolve.
  */
 static void kevd_dto_tracepoints(struct kunit *test)
 {
@@ -2626,6 +2628,16 @@ static void kevd_dto_tracepoints(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, trace_has(trace, "kevd_overflow", conn_id,
 					  " stream=3"));
 	kvfree(trace);
+	/*
+	 * trace-cmd and perf read the formats: no enum name left unresolved
+	 * (grep: 1 is no match, 2 an error), the pass end's names there
+	 */
+	KUNIT_EXPECT_EQ(test, kevd_test_sh("grep -q KEVD_ " TRACE_DIR
+					   "/events/kevd/*/format; [ $? -eq 1 ]"),
+			0);
+	KUNIT_EXPECT_EQ(test, kevd_test_sh("grep -q '\"again\"' " TRACE_DIR
+					   "/events/kevd/kevd_pass_end/format"),
+			0);
 }
 
 /*
