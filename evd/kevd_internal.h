@@ -658,6 +658,7 @@ typedef enum kevd_pass_ret (*kevd_pass_fn)(struct kevd_poller *p,
 int kevd_pollers_start(kevd_pass_fn pass);
 void kevd_pollers_stop(void);
 int kevd_pollers_restart(unsigned int nr, unsigned int *old);
+void kevd_test_reap(struct module *mod);
 struct kevd_poller *kevd_poller_pick(int cpu);
 bool kevd_schedule(struct kevd *evd);
 void kevd_poll_wait_idle(struct kevd *evd);
@@ -665,6 +666,7 @@ void kevd_poll_kick_waiters(void);
 void kevd_poll_wait_upcalls(struct kevd *evd);
 struct kevd_poller *kevd_current_poller(void);
 bool kevd_current_in_upcall(struct kevd *evd);
+int kevd_teardown_forget(struct kevd *evd);
 
 /*
  * Is the caller where it may not sleep: interrupt context, or interrupts

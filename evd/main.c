@@ -40,8 +40,8 @@ static void kevd_reap(struct module *mod, const char *who)
 		} else {
 			pr_err("kevd: %s left evd%u open (qlen %u, flags 0x%x): still in use (%d), upcalls torn down; kevd stays loaded\n",
 			       who, evd->id, param.qlen, param.flags, ret);
-			kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN, NULL,
-					   KEVD_UPCALL_INVOC_ANY);
+			/* the object is the going module's: forget it */
+			kevd_teardown_forget(evd);
 			/* at kevd's exit: owner NULL already, and kevd held */
 			if (mod) {
 				/* compared no more; kevd held until it is freed */
@@ -54,6 +54,18 @@ static void kevd_reap(struct module *mod, const char *who)
 			break;	/* at kevd's exit: nothing more to do */
 	}
 }
+
+/**
+ * kevd_test_reap() - what kevd does for @mod's EVDs as @mod goes.
+ * @mod: the owner the test gave its EVDs (compared, never dereferenced).
+ *
+ * Context: process context; may sleep.
+ */
+void kevd_test_reap(struct module *mod)
+{
+	kevd_reap(mod, "kevd_test");
+}
+EXPORT_SYMBOL_GPL(kevd_test_reap);	/* not public: for kevd's own tests */
 
 static int kevd_module_notify(struct notifier_block *nb, unsigned long action,
 			      void *data)

@@ -3570,6 +3570,66 @@ static void kevd_consumer_unowned_pins_kevd(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 }
 
+static void reap_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	atomic_inc(ctx);
+}
+
+/*
+ * A module goes and leaves an EVD that another module's EVD still uses
+ * as its async EVD: kevd cannot free it, tears its upcalls down, and
+ * forgets the upcall object, code of the module gone. Nobody can enable
+ * upcalls again with it, and kevd_query() no longer hands it out. Before,
+ * an enable with no object (keep the current one) returned 0, and the
+ * next event called into the unloaded module.
+ */
+static void kevd_consumer_reap_forgets_upcall(struct kunit *test)
+{
+	static char owner;	/* a module that "goes": compared only */
+	struct module *mod = (struct module *)&owner;
+	atomic_t *calls = kunit_kzalloc(test, sizeof(*calls), GFP_KERNEL);
+	struct kevd_upcall up = { reap_upcall, calls };
+	struct kevd_attr attr;
+	struct kevd_param p;
+	struct kevd *a, *b;
+	int refs;
+
+	KUNIT_ASSERT_NOT_NULL(test, calls);
+	refs = kevd_test_module_refs("kevd");
+	KUNIT_ASSERT_GE(test, refs, 0);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_SOFTWARE_FLAG | KEVD_ASYNC_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = up;
+	a = __kevd_create(NULL, &attr, mod);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, a);
+	kevd_attr_init(&attr);
+	attr.flags = KEVD_SOFTWARE_FLAG;
+	attr.async_evd = a;
+	b = kevd_create(NULL, &attr);
+	if (IS_ERR_OR_NULL(b)) {	/* nothing reaps @a for the test */
+		KUNIT_EXPECT_EQ(test, kevd_free(a), 0);
+		KUNIT_FAIL(test, "kevd_create: %ld", PTR_ERR(b));
+		return;
+	}
+	kevd_test_reap(mod);		/* a stays: b uses it */
+	KUNIT_ASSERT_EQ(test, kevd_query(a, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.upcall_policy, KEVD_UPCALL_TEARDOWN);
+	KUNIT_EXPECT_TRUE(test, !p.upcall.func);
+	KUNIT_EXPECT_NULL(test, p.upcall.ctx);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(a, KEVD_UPCALL_SINGLE_INSTANCE,
+						 NULL, KEVD_UPCALL_INVOC_ANY),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, kevd_post_se(a, NULL), 0);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(calls), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(b), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(a), 0);
+	/* the reference kevd took on itself for @a went with it */
+	KUNIT_EXPECT_EQ(test, kevd_test_module_refs("kevd"), refs);
+}
+
 /* @act(@evd) from @task's own poll of the CQ, once; its result. */
 struct own_poll {
 	struct task_struct *task;
@@ -6884,6 +6944,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_post_se_beside_poll),
 	KUNIT_CASE(kevd_consumer_batch_fills_small_queue),
 	KUNIT_CASE(kevd_consumer_unowned_pins_kevd),
+	KUNIT_CASE(kevd_consumer_reap_forgets_upcall),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),

@@ -16,6 +16,9 @@ unsigned int kevd_nr_pollers(void);
 unsigned int kevd_nr_evds(void);
 /* Stop the pool, start it with @nr pollers (evd/poller.c; no EVD may exist). */
 int kevd_pollers_restart(unsigned int nr, unsigned int *old);
+struct module;
+/* Reap @mod's EVDs as if @mod went (evd/main.c; @mod is only compared). */
+void kevd_test_reap(struct module *mod);
 
 /* Wait until *@v >= @target (60 s bound); false if the bound ran out. */
 bool kevd_test_wait_count(atomic_t *v, int target);

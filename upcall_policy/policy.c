@@ -53,43 +53,15 @@ static bool kevd_upcall_same(const struct kevd_upcall *a,
 	       a->ctx == b->ctx;
 }
 
-/**
- * kevd_modify_upcall() - change the upcall policy, object or flag.
- * @evd: the EVD.
- * @policy: an &enum kevd_upcall_policy value.
- * @upcall: the new upcall object, or NULL to keep the current one.
- * @flag: an &enum kevd_upcall_flag value.
- *
- * Every upcall invocation that starts after the call returns follows the
- * new policy and upcall object; one already executing finishes (DISABLE
- * does not wait for it, TEARDOWN does). Events a batch took and did not
- * deliver stay in @evd, in order, ahead of the rest: from inside an upcall
- * of the batch, before this call returns. With %KEVD_UPCALL_TEARDOWN the
- * call returns only after every upcall in progress on @evd has returned,
- * and no upcall runs afterwards until upcalls are enabled again: not
- * meanwhile, from an upcall still running or from another thread (-EBUSY),
- * so that a TEARDOWN that returned 0 leaves the upcalls torn down.
- *
- * From inside an upcall of @evd the change holds for the next invocation
- * of its batch. From another thread or an interrupt, an invocation that
- * its poller was starting as the call ran (it checks the policy once per
- * event, without a lock) may still begin with the old policy and object
- * once after the call returns; TEARDOWN waits for it too. So the context
- * of an upcall object must stay valid until a TEARDOWN has returned.
- *
- * Context: any for the enabling policies and DISABLE (from an upcall of
- * @evd it may sleep to give events back); process context for TEARDOWN,
- * which sleeps and fails with -EDEADLK from inside an upcall of @evd
- * instead of hanging.
- * Return: 0; -EINVAL for a bad policy or flag, a NULL @evd, TEARDOWN
- * from interrupt context or with interrupts disabled, an upcall
- * object without a function, an enabling policy without any upcall or
- * an EVD that kevd_free() is freeing (while that free waits); -EBUSY when
- * enabling while a thread waits in kevd_wait() or a TEARDOWN waits for
- * the upcalls in progress; -EDEADLK.
+/*
+ * kevd_modify_upcall(); @forget (TEARDOWN only) also drops the upcall
+ * object in the same hold of evd->lock that sets the policy, so that no
+ * enable with the object kept can come between (an upcall in progress
+ * uses its own copy, taken under that lock).
  */
-int kevd_modify_upcall(struct kevd *evd, int policy,
-		       const struct kevd_upcall *upcall, int flag)
+static int __kevd_modify_upcall(struct kevd *evd, int policy,
+				const struct kevd_upcall *upcall, int flag,
+				bool forget)
 {
 	bool enable = kevd_upcalls_enabled(policy);
 	unsigned long flags;
@@ -136,6 +108,8 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 		if (policy == KEVD_UPCALL_TEARDOWN) {
 			kevd_get(evd);
 			evd->teardowns++;
+			if (forget)
+				memset(&evd->upcall, 0, sizeof(evd->upcall));
 		}
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
@@ -171,4 +145,63 @@ int kevd_modify_upcall(struct kevd *evd, int policy,
 	}
 	return 0;
 }
+
+/**
+ * kevd_modify_upcall() - change the upcall policy, object or flag.
+ * @evd: the EVD.
+ * @policy: an &enum kevd_upcall_policy value.
+ * @upcall: the new upcall object, or NULL to keep the current one.
+ * @flag: an &enum kevd_upcall_flag value.
+ *
+ * Every upcall invocation that starts after the call returns follows the
+ * new policy and upcall object; one already executing finishes (DISABLE
+ * does not wait for it, TEARDOWN does). Events a batch took and did not
+ * deliver stay in @evd, in order, ahead of the rest: from inside an upcall
+ * of the batch, before this call returns. With %KEVD_UPCALL_TEARDOWN the
+ * call returns only after every upcall in progress on @evd has returned,
+ * and no upcall runs afterwards until upcalls are enabled again: not
+ * meanwhile, from an upcall still running or from another thread (-EBUSY),
+ * so that a TEARDOWN that returned 0 leaves the upcalls torn down.
+ *
+ * From inside an upcall of @evd the change holds for the next invocation
+ * of its batch. From another thread or an interrupt, an invocation that
+ * its poller was starting as the call ran (it checks the policy once per
+ * event, without a lock) may still begin with the old policy and object
+ * once after the call returns; TEARDOWN waits for it too. So the context
+ * of an upcall object must stay valid until a TEARDOWN has returned.
+ *
+ * Context: any for the enabling policies and DISABLE (from an upcall of
+ * @evd it may sleep to give events back); process context for TEARDOWN,
+ * which sleeps and fails with -EDEADLK from inside an upcall of @evd
+ * instead of hanging.
+ * Return: 0; -EINVAL for a bad policy or flag, a NULL @evd, TEARDOWN
+ * from interrupt context or with interrupts disabled, an upcall
+ * object without a function, an enabling policy without any upcall or
+ * an EVD that kevd_free() is freeing (while that free waits); -EBUSY when
+ * enabling while a thread waits in kevd_wait() or a TEARDOWN waits for
+ * the upcalls in progress; -EDEADLK.
+ */
+int kevd_modify_upcall(struct kevd *evd, int policy,
+		       const struct kevd_upcall *upcall, int flag)
+{
+	return __kevd_modify_upcall(evd, policy, upcall, flag, false);
+}
 EXPORT_SYMBOL_GPL(kevd_modify_upcall);
+
+/**
+ * kevd_teardown_forget() - TEARDOWN, and drop the upcall object.
+ * @evd: the EVD.
+ *
+ * For an EVD whose owner module goes while the EVD must stay (evd/main.c):
+ * its upcall object is code and data of that module. Without it, nobody
+ * can enable upcalls again with the object kept (-EINVAL, as for an EVD
+ * that never had one), and kevd_query() no longer hands it out.
+ *
+ * Context: process context; may sleep.
+ * Return: as kevd_modify_upcall() with %KEVD_UPCALL_TEARDOWN.
+ */
+int kevd_teardown_forget(struct kevd *evd)
+{
+	return __kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN, NULL,
+				    KEVD_UPCALL_INVOC_ANY, true);
+}
