@@ -400,7 +400,14 @@ struct kevd_upcall {
  * @cq_depth: CQ depth (DTO stream); 0: the queue length (the actual one,
  *	but not beyond the device's max_cqe where @qlen fits in it), and
  *	kevd_resize() grows the CQ with it.
- * @solicited_only: arm the CQ for solicited completions only.
+ * @solicited_only: arm the CQ for solicited completions only. IBTA
+ *	counts a completion in error as solicited, but rxe and siw do not
+ *	signal one (nor a flush) on such an arm: there, a failed send or a
+ *	flush comes only with the next solicited completion or the
+ *	consumer's next call that polls the CQ (kevd_dequeue() or
+ *	kevd_wait() on an empty ring, upcalls disabled). A teardown that
+ *	waits for flushes in an upcall needs an EVD without it on those
+ *	providers (kevd_cm_destroy_id() arms for every completion itself).
  * @async_evd: the EVD that receives this EVD's async errors (overflow),
  *	or NULL; must have %KEVD_ASYNC_FLAG.
  */
