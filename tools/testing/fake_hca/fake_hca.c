@@ -21,6 +21,7 @@ struct fake_hca {
 	bool no_resize;		/* resize_cq fails, as siw's (none) */
 	int create_error;	/* create_cq fails with it (0: works) */
 	int resize_error;	/* resize_cq fails with it (0: works) */
+	atomic_t qps_destroyed;	/* destroy_qp calls (ib_destroy_qp()) */
 };
 
 struct fake_cq {
@@ -59,7 +60,9 @@ struct fake_cq {
  * query_qp, post_send and post_recv, and modify_qp, which counts the moves
  * to error (the QP is in error from the start). What is posted waits
  * until the test flushes it (fake_qp_flush()), as a provider flushes a QP
- * in error in its own time.
+ * in error in its own time; or, after fake_qp_flush_on_error(), a move to
+ * error flushes it, and so does every post after it. destroy_qp takes
+ * ib_destroy_qp() through ib_core's own path.
  */
 #define FAKE_QP_MAX_WR	16
 
@@ -77,7 +80,12 @@ struct fake_qp {
 	int post_error;		/* posts fail with it (0: they work) */
 	u32 posts;		/* post calls, failed ones too */
 	u32 to_error;		/* modify_qp calls to IB_QPS_ERR */
+	bool flush_on_error;	/* fake_qp_flush_on_error() */
+	bool in_error;		/* ...and moved to error since */
 };
+
+/* ib_destroy_qp() frees the ib_qp: that frees the fake QP around it */
+static_assert(offsetof(struct fake_qp, ibqp) == 0);
 
 static struct fake_qp *to_fqp(struct ib_qp *qp)
 {
@@ -405,12 +413,39 @@ static int fake_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 {
 	struct fake_qp *fqp = to_fqp(ibqp);
 	unsigned long flags;
+	bool flush;
 
 	if (mask != IB_QP_STATE || attr->qp_state != IB_QPS_ERR)
 		return -EOPNOTSUPP;
 	spin_lock_irqsave(&fqp->lock, flags);
 	fqp->to_error++;
+	flush = fqp->flush_on_error;
+	fqp->in_error = flush;
 	spin_unlock_irqrestore(&fqp->lock, flags);
+	if (flush)
+		fake_qp_flush(ibqp);
+	return 0;
+}
+
+/* A QP in error (fake_qp_flush_on_error()) flushes what is posted to it. */
+static void fake_qp_flush_posted(struct fake_qp *fqp)
+{
+	if (READ_ONCE(fqp->in_error))
+		fake_qp_flush(&fqp->ibqp);
+}
+
+/*
+ * ib_core frees the QP as this returns (ib_destroy_qp_user()), and drops
+ * the CQ references that fake_qp_create() never took: take them first.
+ */
+static int fake_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	struct fake_hca *hca = container_of(ibqp->device, struct fake_hca,
+					    ibdev);
+
+	atomic_inc(&hca->qps_destroyed);
+	atomic_inc(&ibqp->send_cq->usecnt);
+	atomic_inc(&ibqp->recv_cq->usecnt);
 	return 0;
 }
 
@@ -443,6 +478,8 @@ static int fake_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		}
 	}
 	spin_unlock_irqrestore(&fqp->lock, flags);
+	if (!ret)
+		fake_qp_flush_posted(fqp);
 	return ret;
 }
 
@@ -463,6 +500,8 @@ static int fake_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		}
 	}
 	spin_unlock_irqrestore(&fqp->lock, flags);
+	if (!ret)
+		fake_qp_flush_posted(fqp);
 	return ret;
 }
 
@@ -477,6 +516,7 @@ static const struct ib_device_ops fake_hca_ops = {
 	.modify_cq = fake_modify_cq,
 	.query_qp = fake_query_qp,
 	.modify_qp = fake_modify_qp,
+	.destroy_qp = fake_destroy_qp,
 	.post_send = fake_post_send,
 	.post_recv = fake_post_recv,
 	INIT_RDMA_OBJ_SIZE(ib_cq, fake_cq, ibcq),
@@ -1146,9 +1186,10 @@ MODULE_LICENSE("Dual BSD/GPL");
  * @cq: the CQ of both queues.
  * @max_wr: the room of each queue (at most FAKE_QP_MAX_WR).
  *
- * Only ib_query_qp(), ib_post_send() and ib_post_recv() work on it; its
- * context (qp_context) is itself. What is posted completes only when the
- * test calls fake_qp_flush().
+ * ib_query_qp(), ib_post_send(), ib_post_recv(), ib_modify_qp() to error
+ * and ib_destroy_qp() work on it; its context (qp_context) is itself.
+ * What is posted completes only when the test calls fake_qp_flush(), or
+ * when it goes to error after fake_qp_flush_on_error().
  *
  * Context: process context.
  * Return: the QP, or ERR_PTR(-EINVAL or -ENOMEM).
@@ -1172,13 +1213,49 @@ struct ib_qp *fake_qp_create(struct fake_hca *hca, struct ib_cq *cq,
 	fqp->ibqp.qp_type = IB_QPT_RC;
 	fqp->ibqp.qp_num = 1;
 	fqp->ibqp.qp_context = &fqp->ibqp;
+	/* what ib_destroy_qp() looks at (ib_create_qp() sets them up) */
+	spin_lock_init(&fqp->ibqp.mr_lock);
+	INIT_LIST_HEAD(&fqp->ibqp.rdma_mrs);
+	INIT_LIST_HEAD(&fqp->ibqp.sig_mrs);
 	return &fqp->ibqp;
 }
 EXPORT_SYMBOL_GPL(fake_qp_create);
 
 /**
+ * fake_qp_flush_on_error() - flush as a provider does once in error.
+ * @qp: the QP.
+ *
+ * From the next move to error on (ib_modify_qp()), what is posted is
+ * flushed into the CQ at once (fake_qp_flush()), and so is every post
+ * after it. Posts must then come from process context.
+ */
+void fake_qp_flush_on_error(struct ib_qp *qp)
+{
+	struct fake_qp *fqp = to_fqp(qp);
+	unsigned long flags;
+
+	spin_lock_irqsave(&fqp->lock, flags);
+	fqp->flush_on_error = true;
+	spin_unlock_irqrestore(&fqp->lock, flags);
+}
+EXPORT_SYMBOL_GPL(fake_qp_flush_on_error);
+
+/**
+ * fake_hca_qps_destroyed() - the QPs ib_destroy_qp() destroyed on @hca.
+ * @hca: the device.
+ *
+ * Return: the destroy_qp calls.
+ */
+int fake_hca_qps_destroyed(struct fake_hca *hca)
+{
+	return atomic_read(&hca->qps_destroyed);
+}
+EXPORT_SYMBOL_GPL(fake_hca_qps_destroyed);
+
+/**
  * fake_qp_destroy() - free a fake QP.
- * @qp: the QP; nothing may post to it any more.
+ * @qp: the QP; nothing may post to it any more. Not one that
+ *	ib_destroy_qp() (or kevd_destroy_qp()) destroyed: that freed it.
  */
 void fake_qp_destroy(struct ib_qp *qp)
 {

@@ -109,5 +109,7 @@ void fake_qp_fail_posts(struct ib_qp *qp, int err);
 u32 fake_qp_posts(struct ib_qp *qp);
 u32 fake_qp_to_error(struct ib_qp *qp);
 int fake_qp_flush(struct ib_qp *qp);
+void fake_qp_flush_on_error(struct ib_qp *qp);
+int fake_hca_qps_destroyed(struct fake_hca *hca);
 
 #endif /* _KEVD_FAKE_HCA_H */
