@@ -294,14 +294,15 @@ static struct kevd_cm *kevd_cr_claim(void *cr, bool kevds)
 }
 
 /*
- * Before a QP kevd destroys goes: to error, under the id's handler mutex
- * (rdma_cm moves it to RTR and RTS under it: an REP then fails), if it
- * completes into an EVD's CQ. True if it is in error now.
+ * Before a QP kevd destroys goes: to error, if it completes into an EVD's
+ * CQ. True if it is in error now. For a bound id, under the id's handler
+ * mutex (kevd_cm_qp_error(): rdma_cm moves it to RTR and RTS under it,
+ * and an REP then fails); a QP in error only goes to reset, so from
+ * kevd_destroy_qp() a racing move to RTR or RTS fails too.
  */
-static bool kevd_cm_qp_error(struct rdma_cm_id *id)
+static bool kevd_qp_error(struct ib_qp *qp)
 {
 	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
-	struct ib_qp *qp = id->qp;
 	int ret;
 
 	if (!qp || (!kevd_cq_evd(qp->send_cq) && !kevd_cq_evd(qp->recv_cq)))
@@ -312,13 +313,18 @@ static bool kevd_cm_qp_error(struct rdma_cm_id *id)
 	return !ret;
 }
 
+static bool kevd_cm_qp_error(struct rdma_cm_id *id)
+{
+	return kevd_qp_error(id->qp);
+}
+
 /**
  * struct kevd_cm_qp - a QP kevd ends: its completions out, then the QP.
  * @node: on kevd_cm_qps, for a QP whose id rdma_cm destroys.
  * @qp: the QP.
  * @scq: the EVD of its send CQ, or NULL (not kevd's).
  * @rcq: the EVD of its receive CQ, or NULL (not kevd's, or @scq).
- * @in_error: kevd_cm_qp_error() moved it to error.
+ * @in_error: kevd_qp_error() moved it to error.
  *
  * @scq and @rcq are referenced: the QP keeps them from kevd_free() only
  * until it is destroyed, and they need not be a binding's EVDs.
@@ -354,8 +360,10 @@ static void kevd_cm_qp_take(struct kevd_cm_qp *q, struct ib_qp *qp,
  * the id, by itself. A drain that gave up learns when the QP is gone
  * (kevd_cq_qp_gone(): the pointer is only a key then).
  */
-static void kevd_cm_qp_end(struct kevd_cm_qp *q, struct rdma_cm_id *id)
+static int kevd_cm_qp_end(struct kevd_cm_qp *q, struct rdma_cm_id *id)
 {
+	int ret = 0;
+
 	if (q->scq)
 		kevd_cq_flush_qp(q->scq, q->qp, q->in_error);
 	if (q->rcq)
@@ -363,15 +371,21 @@ static void kevd_cm_qp_end(struct kevd_cm_qp *q, struct rdma_cm_id *id)
 	if (id)
 		rdma_destroy_qp(id);
 	else
-		ib_destroy_qp(q->qp);
+		ret = ib_destroy_qp(q->qp);
+	if (ret)
+		pr_warn("kevd: QP %u: ib_destroy_qp() failed (%d): it stays\n",
+			q->qp->qp_num, ret);
 	if (q->scq) {
-		kevd_cq_qp_gone(q->scq, q->qp);
+		if (!ret)
+			kevd_cq_qp_gone(q->scq, q->qp);
 		kevd_put(q->scq);
 	}
 	if (q->rcq) {
-		kevd_cq_qp_gone(q->rcq, q->qp);
+		if (!ret)
+			kevd_cq_qp_gone(q->rcq, q->qp);
 		kevd_put(q->rcq);
 	}
+	return ret;
 }
 
 /*
@@ -391,6 +405,65 @@ static void kevd_cm_destroy_qp(struct kevd_cm *cm, bool in_error)
 	kevd_cm_qp_take(&q, cm->id->qp, in_error);
 	kevd_cm_qp_end(&q, cm->id);
 }
+
+/**
+ * kevd_destroy_qp() - take a QP's completions out of kevd, then destroy it.
+ * @qp: the QP (or NULL with @id: @id's); its send CQ, its receive CQ or
+ *	both are an EVD's (kevd_cq()).
+ * @id: the rdma_cm id @qp was made on with rdma_create_qp(), whose
+ *	rdma_destroy_qp() then destroys it; or NULL: ib_destroy_qp().
+ *
+ * For ib_core's own CQs a consumer calls ib_drain_qp() and then destroys
+ * the QP. ib_drain_qp() cannot work on kevd's CQs (it waits for a
+ * completion callback that only a CQ from ib_alloc_cq() calls), and kevd
+ * reads a QP when it converts a completion of it: a QP must not go while
+ * completions of it are still in the CQ. This does both. It moves the QP
+ * to the error state, posts a marker on each of its queues that complete
+ * into a kevd CQ (as ib_drain_qp() does: a provider may flush the two
+ * queues in either order), waits until the markers are polled and every
+ * completion before them is queued on its EVD or handed to its upcalls,
+ * and then destroys the QP. kevd polls the CQ itself meanwhile: no
+ * notification is needed, so a solicited-only EVD gets the flushes too.
+ * The markers never reach the consumer. A full EVD grows for the
+ * flushes, within what the CQ held. After a few seconds (a poller held
+ * in a long upcall, a completion parked behind a CM gate) it destroys
+ * the QP anyway, with a warning; what the CQ still holds of it comes
+ * later, with ep_context NULL.
+ *
+ * A queue that completes into a CQ that is not kevd's is not drained
+ * here (ib_drain_sq() or ib_drain_rq() do, on a CQ from ib_alloc_cq()).
+ * A QP made on an rdma_cm id must come with its id, as rdma_destroy_qp()
+ * must destroy it. Not for the QP of an id bound with kevd_cm_bind() or
+ * kevd_cr_accept() (kevd_cm_destroy_id() ends that one), with its id or
+ * without. An rdma_cm handler that calls this waits as long as the drain;
+ * on iWARP not from the id's own handler (the destroy waits for iw_cm).
+ *
+ * If ib_destroy_qp() fails, the QP stays, in error; call this again, not
+ * ib_destroy_qp(): a drain that gave up learns from it that the QP is
+ * gone. rdma_destroy_qp() reports no error.
+ *
+ * Context: process context; sleeps. From an upcall too.
+ * Return: 0; -EINVAL for no QP, a call from interrupt context or with
+ * interrupts disabled, a @qp that is not @id's, or a QP none of whose
+ * CQs is kevd's; -EBUSY for a bound @id; or the error of
+ * ib_destroy_qp().
+ */
+int kevd_destroy_qp(struct ib_qp *qp, struct rdma_cm_id *id)
+{
+	struct kevd_cm_qp q;
+
+	if (id && !qp)
+		qp = id->qp;
+	if (!qp || kevd_atomic_caller() || (id && id->qp != qp) ||
+	    (!kevd_cq_evd(qp->send_cq) && !kevd_cq_evd(qp->recv_cq)))
+		return -EINVAL;
+	if (id && id->event_handler == kevd_cm_handler)
+		return -EBUSY;
+	might_sleep();
+	kevd_cm_qp_take(&q, qp, kevd_qp_error(qp));
+	return kevd_cm_qp_end(&q, id);
+}
+EXPORT_SYMBOL_GPL(kevd_destroy_qp);
 
 /*
  * Why kevd rejects a request that no consumer rejected: the requester

@@ -177,7 +177,8 @@ static bool kevd_cq_drain_owned(struct kevd *evd, struct kevd_qp_drain *d,
  * destroy is serialised against it (kevd_cm_destroy_id() takes the
  * handler mutex; the handler's own ends run after the hold is posted), so
  * none is met here; a new path that destroys a QP beside the handler
- * must keep it so.
+ * must keep it so (kevd_destroy_qp() refuses a bound id, whose QP must
+ * not come without it).
  */
 static void kevd_cq_holds_end(struct kevd *evd, struct ib_qp *qp)
 {

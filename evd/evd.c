@@ -1322,9 +1322,10 @@ EXPORT_SYMBOL_GPL(kevd_wait);
  *
  * Consumers create their QPs on it; their wr_id is the DTO cookie. A QP
  * must not be destroyed while completions of it may still be in the CQ
- * (kevd reads its qp_context for each): drain it with a marker on each
- * queue (Documentation/kevd/api.rst, "Teardown order"), not with
- * ib_drain_qp(), which waits for ever on a CQ not from ib_alloc_cq().
+ * (kevd reads its qp_context for each): kevd_destroy_qp() drains and
+ * destroys it (or by hand: Documentation/kevd/api.rst, "Teardown
+ * order"); not ib_drain_qp(), which waits for ever on a CQ not from
+ * ib_alloc_cq().
  *
  * Context: any.
  * Return: the CQ, or NULL for an EVD without the DTO stream.

@@ -3630,6 +3630,125 @@ static void kevd_consumer_reap_forgets_upcall(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_test_module_refs("kevd"), refs);
 }
 
+/**
+ * struct qp_end - what a DTO upcall saw of a QP's completions.
+ * @calls: completions delivered (only the QP's: the markers never come).
+ * @bad: ones with a wrong QP context, status or order.
+ * @ctx: the QP's context.
+ * @next_send: the cookie the next send completion must have...
+ * @next_recv: ...and the next receive completion.
+ */
+struct qp_end {
+	atomic_t calls, bad;
+	void *ctx;
+	u64 next_send, next_recv;
+};
+
+#define QP_END_SENDS	3
+#define QP_END_RECVS	4	/* cookies 100 and up */
+
+static void qp_end_upcall(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct qp_end *q = ctx;
+	u64 *next;
+
+	/* one invocation at a time (SINGLE_INSTANCE): plain counters */
+	next = ev->dto.cookie >= 100 ? &q->next_recv : &q->next_send;
+	if (ev->dto.ep_context != q->ctx ||
+	    ev->dto.status != KEVD_DTO_ERR_FLUSHED || ev->dto.cookie != *next)
+		atomic_inc(&q->bad);
+	(*next)++;
+	atomic_inc(&q->calls);
+}
+
+static const bool qp_end_muted[] = { false, true };
+
+static void qp_end_desc(const bool *muted, char *desc)
+{
+	strscpy(desc, *muted ? "muted_solicited" : "notifying",
+		KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(qp_end, qp_end_muted, qp_end_desc);
+
+/*
+ * kevd_destroy_qp() takes a QP's completions out of kevd before it
+ * destroys the QP, as ib_drain_qp() does for ib_core's CQs: it moves the
+ * QP to error, and every work request in flight reaches the upcall,
+ * flushed, in order, with the QP's context (read before the destroy
+ * frees the QP); then the QP is gone and the EVD can be freed. The fake
+ * QP flushes when it goes to error. Muted (param), the CQ notifies
+ * nothing (moderated beyond reach), as a solicited-only CQ on rxe or siw
+ * notifies no flush: kevd polls for them itself.
+ */
+static void kevd_consumer_destroy_qp_drains(struct kunit *test)
+{
+	struct qp_end *q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
+	struct kevd_upcall up = { qp_end_upcall, q };
+	const struct ib_send_wr *bad_send;
+	const struct ib_recv_wr *bad_recv;
+	struct fake_cq_stats st;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd *evd;
+	struct ib_qp *qp;
+	u64 notified;
+	int i, rc;
+
+	KUNIT_ASSERT_NOT_NULL(test, q);
+	q->next_recv = 100;
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = up;
+	attr.solicited_only = *(const bool *)test->param_value;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	if (attr.solicited_only)
+		KUNIT_EXPECT_EQ(test, rdma_set_cq_moderation(kevd_cq(evd),
+							     U16_MAX, 0), 0);
+	qp = fake_qp_create(hca, kevd_cq(evd), 8);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qp);
+	q->ctx = qp->qp_context;
+	fake_qp_flush_on_error(qp);
+	for (i = 0; i < QP_END_SENDS; i++) {
+		struct ib_send_wr wr = {
+			.wr_id = i, .opcode = IB_WR_SEND,
+			.send_flags = IB_SEND_SIGNALED,
+		};
+
+		KUNIT_EXPECT_EQ(test, ib_post_send(qp, &wr, &bad_send), 0);
+	}
+	for (i = 0; i < QP_END_RECVS; i++) {
+		struct ib_recv_wr wr = { .wr_id = 100 + i };
+
+		KUNIT_EXPECT_EQ(test, ib_post_recv(qp, &wr, &bad_recv), 0);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_destroy_qp(NULL, NULL), -EINVAL);
+	fake_cq_stats(kevd_cq(evd), &st);
+	notified = st.notifications;
+	/* converted before it returns: the QP is freed then, read by nobody */
+	rc = kevd_destroy_qp(qp, NULL);
+	KUNIT_EXPECT_EQ(test, rc, 0);
+	if (rc)
+		fake_qp_destroy(qp);
+	KUNIT_EXPECT_EQ(test, fake_hca_qps_destroyed(hca), 1);
+	fake_cq_stats(kevd_cq(evd), &st);
+	if (attr.solicited_only)	/* muted: kevd polled for them itself */
+		KUNIT_EXPECT_EQ(test, st.notifications, notified);
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(&q->calls),
+			QP_END_SENDS + QP_END_RECVS);
+	KUNIT_EXPECT_EQ(test, atomic_read(&q->bad), 0);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* @act(@evd) from @task's own poll of the CQ, once; its result. */
 struct own_poll {
 	struct task_struct *task;
@@ -6945,6 +7064,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_batch_fills_small_queue),
 	KUNIT_CASE(kevd_consumer_unowned_pins_kevd),
 	KUNIT_CASE(kevd_consumer_reap_forgets_upcall),
+	KUNIT_CASE_PARAM(kevd_consumer_destroy_qp_drains, qp_end_gen_params),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),

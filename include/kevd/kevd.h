@@ -407,7 +407,8 @@ struct kevd_upcall {
  *	consumer's next call that polls the CQ (kevd_dequeue() or
  *	kevd_wait() on an empty ring, upcalls disabled). A teardown that
  *	waits for flushes in an upcall needs an EVD without it on those
- *	providers (kevd_cm_destroy_id() arms for every completion itself).
+ *	providers, or kevd_destroy_qp() (kevd_cm_destroy_id() for a bound
+ *	id), which polls for them itself.
  * @async_evd: the EVD that receives this EVD's async errors (overflow),
  *	or NULL; must have %KEVD_ASYNC_FLAG.
  */
@@ -583,6 +584,7 @@ struct kevd_cm_attr {
 int kevd_cm_bind(struct rdma_cm_id *id, const struct kevd_cm_attr *attr);
 void *kevd_cm_context(struct rdma_cm_id *id);
 void kevd_cm_destroy_id(struct rdma_cm_id *id);
+int kevd_destroy_qp(struct ib_qp *qp, struct rdma_cm_id *id);
 struct rdma_cm_id *kevd_cr_id(void *cr);
 int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 		   struct ib_pd *pd, struct ib_qp_init_attr *qp_attr,
