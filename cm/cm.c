@@ -296,9 +296,9 @@ static struct kevd_cm *kevd_cr_claim(void *cr, bool kevds)
 /*
  * Before a QP kevd destroys goes: to error, if it completes into an EVD's
  * CQ. True if it is in error now. For a bound id, under the id's handler
- * mutex (kevd_cm_qp_error(): rdma_cm moves it to RTR and RTS under it,
- * and an REP then fails); a QP in error only goes to reset, so from
- * kevd_destroy_qp() a racing move to RTR or RTS fails too.
+ * mutex (rdma_cm moves it to RTR and RTS under it, and an REP then
+ * fails); a QP in error only goes to reset, so from kevd_destroy_qp() a
+ * racing move to RTR or RTS fails too.
  */
 static bool kevd_qp_error(struct ib_qp *qp)
 {
@@ -311,11 +311,6 @@ static bool kevd_qp_error(struct ib_qp *qp)
 	if (ret)
 		pr_debug("kevd: QP %u to error: %d\n", qp->qp_num, ret);
 	return !ret;
-}
-
-static bool kevd_cm_qp_error(struct rdma_cm_id *id)
-{
-	return kevd_qp_error(id->qp);
 }
 
 /**
@@ -389,7 +384,7 @@ static int kevd_cm_qp_end(struct kevd_cm_qp *q, struct rdma_cm_id *id)
 }
 
 /*
- * The QP of @cm's id, if it has one, goes (@in_error: kevd_cm_qp_error()
+ * The QP of @cm's id, if it has one, goes (@in_error: kevd_qp_error()
  * moved it to error), its gate lifted first, so that a completion parked
  * behind it goes too. For an id no handler of the consumer's runs on: a
  * dying binding, or a request; and, but on iWARP, one whose consumer
@@ -501,7 +496,7 @@ static void kevd_cr_end(struct kevd_cm *req, u8 reason, const void *pdata,
 
 	rdma_lock_handler(req->id);
 	ret = rdma_reject(req->id, pdata, len, reason);
-	in_error = kevd_cm_qp_error(req->id);
+	in_error = kevd_qp_error(req->id->qp);
 	rdma_unlock_handler(req->id);
 	if (ret)
 		pr_debug("kevd: rdma_reject: %d\n", ret);
@@ -635,7 +630,7 @@ static bool kevd_cm_peer_rejected(struct rdma_cm_id *id,
 
 /*
  * The QP of @cm's id, whose handler returned non-zero, goes: to error now
- * (rdma_cm holds the id's handler mutex, which kevd_cm_qp_error() wants),
+ * (rdma_cm holds the id's handler mutex, which kevd_qp_error() wants),
  * then drained and destroyed. Here, but for iWARP: there iw_cm holds the
  * QP from a connect until the reply, or the close of the connection, or
  * the id's destruction; a provider's destroy waits for that (siw,
@@ -651,7 +646,7 @@ static void kevd_cm_end_qp(struct kevd_cm *cm, struct rdma_cm_id *id)
 
 	if (!id->qp)
 		return;
-	in_error = kevd_cm_qp_error(id);
+	in_error = kevd_qp_error(id->qp);
 	if (!id->device || !rdma_protocol_iwarp(id->device, id->port_num)) {
 		kevd_cm_destroy_qp(cm, in_error);
 		return;
@@ -761,7 +756,7 @@ static void kevd_cm_hold_flushes(struct kevd_cm *cm, struct rdma_cm_id *id)
 	struct ib_qp *qp = id->qp;
 
 	kevd_cm_ungate(cm);
-	if (!qp || !kevd_cm_qp_error(id))
+	if (!qp || !kevd_qp_error(qp))
 		return;
 	if (cm->conn_evd && kevd_cm_feeds(cm->conn_evd, qp))
 		kevd_cq_drain_hold(cm->conn_evd, qp);
@@ -814,14 +809,14 @@ static int kevd_cm_removal(struct kevd_cm *cm, struct rdma_cm_id *id,
 		 * consumer ends it (rdma_accept() now fails), and rdma_cm's
 		 * removal waits for that, as for any id of the consumer's.
 		 * rdma_cm holds the id's handler mutex, which
-		 * kevd_cm_qp_error() wants.
+		 * kevd_qp_error() wants.
 		 */
 		if (!kevd_cr_claim((void *)(unsigned long)READ_ONCE(cm->handle),
 				   true))
 			return 0;
 		/* first: rdma_cm's own reject would be the consumer's */
 		kevd_cm_refuse(id, KEVD_REJ_NO_LISTENER, 0);
-		kevd_cm_destroy_qp(cm, kevd_cm_qp_error(id));
+		kevd_cm_destroy_qp(cm, kevd_qp_error(id->qp));
 		kevd_cm_release(cm);
 		return -ENODEV;
 	}
@@ -1001,7 +996,7 @@ void kevd_cm_destroy_id(struct rdma_cm_id *id)
 	cm = id->context;
 	rdma_lock_handler(id);
 	WRITE_ONCE(cm->dying, true);
-	in_error = kevd_cm_qp_error(id);
+	in_error = kevd_qp_error(id->qp);
 	rdma_unlock_handler(id);
 	/*
 	 * An event of the endpoint still held behind the CQ now (no more
