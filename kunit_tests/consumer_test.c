@@ -4037,6 +4037,77 @@ static void kevd_consumer_raw_upcall(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/**
+ * struct raw_ops - what kevd_wc_opcode() said of each raw completion.
+ * @seen: completions through wc_func.
+ * @failed_seen: failed ones among them.
+ * @wrong: ones whose operation was not what the verbs define.
+ */
+struct raw_ops {
+	atomic_t seen, failed_seen, wrong;
+};
+
+static void raw_ops_wc_fn(void *ctx, const struct ib_wc *wcs, u32 n)
+{
+	struct raw_ops *r = ctx;
+	u32 i, want;
+
+	for (i = 0; i < n; i++) {
+		bool ok = wcs[i].status == IB_WC_SUCCESS;
+
+		want = ok ? KEVD_DTO_RDMA_READ : KEVD_DTO_UNKNOWN;
+		if (kevd_wc_opcode(&wcs[i]) != want)
+			atomic_inc(&r->wrong);
+		if (!ok)
+			atomic_inc(&r->failed_seen);
+		atomic_inc(&r->seen);
+	}
+}
+
+static void raw_ops_ev_fn(void *ctx, const struct kevd_event *ev, bool more)
+{
+	struct raw_ops *r = ctx;
+
+	atomic_inc(&r->seen);
+}
+
+/*
+ * A raw-completion upcall reads its completions with kevd_wc_opcode():
+ * a failed one, whose opcode the verbs leave undefined, is
+ * KEVD_DTO_UNKNOWN, not the stale opcode of the slot (an RDMA READ
+ * here, as the successful completion before it). Before, the helper
+ * returned the stale opcode.
+ */
+static void kevd_consumer_raw_failed_opcode(struct kunit *test)
+{
+	struct raw_ops *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct kevd_upcall up = {
+		.func = raw_ops_ev_fn, .wc_func = raw_ops_wc_fn, .ctx = r,
+	};
+	struct ib_wc wcs[2] = {
+		{ .wr_id = 0, .status = IB_WC_SUCCESS,
+		  .opcode = IB_WC_RDMA_READ },
+		{ .wr_id = 1, .status = IB_WC_WR_FLUSH_ERR,
+		  .opcode = IB_WC_RDMA_READ },	/* stale */
+	};
+	struct fake_hca *hca;
+	struct kevd *evd;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	evd = si_evd(test, hca, 16, 16, up);
+	/* one burst into an idle EVD: straight to wc_func */
+	KUNIT_EXPECT_EQ(test, fake_cq_add_burst(kevd_cq(evd), wcs, 2), 2);
+	KUNIT_EXPECT_TRUE(test, kevd_test_wait_count(&r->seen, 2));
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->failed_seen), 1);
+	KUNIT_EXPECT_EQ(test, atomic_read(&r->wrong), 0);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* --- backpressure while upcalls run ------------------------------------- */
 
 struct bp_rec {
@@ -7119,6 +7190,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_free_queued_elsewhere),
 	KUNIT_CASE(kevd_consumer_free_own_queued_while_torn_down),
 	KUNIT_CASE(kevd_consumer_raw_upcall),
+	KUNIT_CASE(kevd_consumer_raw_failed_opcode),
 	KUNIT_CASE(kevd_consumer_cq_depth_max),
 	KUNIT_CASE_PARAM(kevd_consumer_moderated_cq, mod_mode_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_dim_moderates),
