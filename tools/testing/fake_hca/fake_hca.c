@@ -10,8 +10,10 @@
 #include <linux/kthread.h>
 #include <linux/log2.h>
 #include <linux/module.h>
+#include <linux/mutex.h>
 #include <linux/slab.h>
 #include <linux/smp.h>
+#include <linux/swait.h>
 #include <linux/wait_bit.h>
 #include "fake_hca.h"
 
@@ -21,6 +23,7 @@ struct fake_hca {
 	bool no_resize;		/* resize_cq fails, as siw's (none) */
 	int create_error;	/* create_cq fails with it (0: works) */
 	int resize_error;	/* resize_cq fails with it (0: works) */
+	struct mutex qp_lock;	/* destroy_qp against the SRQ calls' looks */
 	atomic_t qps_destroyed;	/* destroy_qp calls (ib_destroy_qp()) */
 };
 
@@ -82,6 +85,8 @@ struct fake_qp {
 	u32 to_error;		/* modify_qp calls to IB_QPS_ERR */
 	bool flush_on_error;	/* fake_qp_flush_on_error() */
 	bool in_error;		/* ...and moved to error since */
+	bool srq_held;		/* fake_qp_use_srq(): rq until last WQE */
+	struct ib_srq srq;	/* what ibqp.srq points to, then */
 };
 
 /* ib_destroy_qp() frees the ib_qp: that frees the fake QP around it */
@@ -400,10 +405,11 @@ static int fake_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 	memset(init, 0, sizeof(*init));
 	attr->qp_state = IB_QPS_ERR;
 	attr->cap.max_send_wr = fqp->max_wr;
-	attr->cap.max_recv_wr = fqp->max_wr;
+	attr->cap.max_recv_wr = ibqp->srq ? 0 : fqp->max_wr;
 	init->cap = attr->cap;
 	init->send_cq = ibqp->send_cq;
 	init->recv_cq = ibqp->recv_cq;
+	init->srq = ibqp->srq;
 	init->qp_type = ibqp->qp_type;
 	return 0;
 }
@@ -443,7 +449,9 @@ static int fake_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct fake_hca *hca = container_of(ibqp->device, struct fake_hca,
 					    ibdev);
 
+	mutex_lock(&hca->qp_lock);
 	atomic_inc(&hca->qps_destroyed);
+	mutex_unlock(&hca->qp_lock);
 	atomic_inc(&ibqp->send_cq->usecnt);
 	atomic_inc(&ibqp->recv_cq->usecnt);
 	return 0;
@@ -492,7 +500,11 @@ static int fake_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 
 	spin_lock_irqsave(&fqp->lock, flags);
 	fqp->posts++;
-	for (; wr; wr = wr->next) {
+	if (ibqp->srq) {	/* its receives come from the SRQ (rxe, siw) */
+		*bad = wr;
+		ret = -EINVAL;
+	}
+	for (; wr && !ret; wr = wr->next) {
 		ret = fake_post(fqp, &fqp->rq, wr->wr_id);
 		if (ret) {
 			*bad = wr;
@@ -582,6 +594,7 @@ struct fake_hca *fake_hca_create(enum fake_hca_mode mode)
 	if (!hca)
 		return ERR_PTR(-ENOMEM);
 	hca->mode = mode;
+	mutex_init(&hca->qp_lock);
 	hca->ibdev.num_comp_vectors = 4;	/* comp_vector must reach the CQ */
 	hca->ibdev.phys_port_cnt = 1;
 	hca->ibdev.attrs.max_cqe = FAKE_MAX_CQE;
@@ -1217,6 +1230,9 @@ struct ib_qp *fake_qp_create(struct fake_hca *hca, struct ib_cq *cq,
 	spin_lock_init(&fqp->ibqp.mr_lock);
 	INIT_LIST_HEAD(&fqp->ibqp.rdma_mrs);
 	INIT_LIST_HEAD(&fqp->ibqp.sig_mrs);
+#ifdef KEVD_HAVE_QP_SRQ_COMPLETION
+	init_completion(&fqp->ibqp.srq_completion);
+#endif
 	return &fqp->ibqp;
 }
 EXPORT_SYMBOL_GPL(fake_qp_create);
@@ -1239,6 +1255,123 @@ void fake_qp_flush_on_error(struct ib_qp *qp)
 	spin_unlock_irqrestore(&fqp->lock, flags);
 }
 EXPORT_SYMBOL_GPL(fake_qp_flush_on_error);
+
+/**
+ * fake_qp_use_srq() - the QP's receives come from a shared receive queue.
+ * @qp: a QP nothing was posted to yet.
+ *
+ * Its own post_recv fails (-EINVAL, as rxe's and mlx5's do); the test
+ * gives it receives it took from the SRQ (fake_qp_srq_take()), in
+ * progress. In error, they stay until fake_qp_last_wqe() flushes them
+ * and raises IB_EVENT_QP_LAST_WQE_REACHED, as an HCA does once the QP
+ * takes no more WQEs from the SRQ; its sends flush as before.
+ */
+void fake_qp_use_srq(struct ib_qp *qp)
+{
+	struct fake_qp *fqp = to_fqp(qp);
+	unsigned long flags;
+
+	spin_lock_irqsave(&fqp->lock, flags);
+	fqp->srq.device = qp->device;
+	fqp->srq.srq_type = IB_SRQT_BASIC;
+	/* ib_destroy_qp() drops the QP's reference */
+	atomic_set(&fqp->srq.usecnt, 1);
+	fqp->srq_held = true;
+	qp->srq = &fqp->srq;
+	spin_unlock_irqrestore(&fqp->lock, flags);
+}
+EXPORT_SYMBOL_GPL(fake_qp_use_srq);
+
+/**
+ * fake_qp_srq_take() - the QP took a receive from its SRQ.
+ * @qp: a QP after fake_qp_use_srq().
+ * @wr_id: the receive's wr_id.
+ *
+ * Return: 0, or -ENOMEM if it holds its room already.
+ */
+int fake_qp_srq_take(struct ib_qp *qp, u64 wr_id)
+{
+	struct fake_qp *fqp = to_fqp(qp);
+	unsigned long flags;
+	int ret;
+
+	spin_lock_irqsave(&fqp->lock, flags);
+	ret = fake_post(fqp, &fqp->rq, wr_id);
+	spin_unlock_irqrestore(&fqp->lock, flags);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(fake_qp_srq_take);
+
+/**
+ * fake_qp_last_wqe() - the QP in error takes no more WQEs from its SRQ.
+ * @hca: the QP's device.
+ * @qp: a QP after fake_qp_use_srq(), moved to error.
+ * @destroyed: fake_hca_qps_destroyed() while @qp existed: if @hca
+ *	destroyed more QPs since, @qp may be gone, and is not looked at.
+ *
+ * The receives it took from the SRQ are flushed into the CQ, then the
+ * affiliated event IB_EVENT_QP_LAST_WQE_REACHED goes where ib_core's
+ * handler would take it: the QP's handler, and qp->srq_completion, last
+ * (a thread that waits on it may destroy the QP as it wakes; its
+ * destroy_qp waits until this returns).
+ *
+ * Context: process context; not from the CQ's handlers.
+ * Return: the completions added, -ENOENT if @qp may be gone, or a
+ * negative errno.
+ */
+int fake_qp_last_wqe(struct fake_hca *hca, struct ib_qp *qp, int destroyed)
+{
+	struct ib_event ev = {
+		.device = qp->device,
+		.element.qp = qp,
+		.event = IB_EVENT_QP_LAST_WQE_REACHED,
+	};
+	struct fake_qp *fqp = to_fqp(qp);
+	unsigned long flags;
+	int ret = -ENOENT;
+
+	mutex_lock(&hca->qp_lock);
+	if (atomic_read(&hca->qps_destroyed) != destroyed)
+		goto out;
+	spin_lock_irqsave(&fqp->lock, flags);
+	fqp->srq_held = false;
+	spin_unlock_irqrestore(&fqp->lock, flags);
+	ret = fake_qp_flush(qp);
+	if (qp->event_handler)
+		qp->event_handler(&ev, qp->qp_context);
+#ifdef KEVD_HAVE_QP_SRQ_COMPLETION
+	complete(&qp->srq_completion);
+#endif
+out:
+	mutex_unlock(&hca->qp_lock);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(fake_qp_last_wqe);
+
+/**
+ * fake_qp_srq_waited() - does a thread wait for the QP's last WQE?
+ * @hca: the QP's device.
+ * @qp: a QP after fake_qp_use_srq().
+ * @destroyed: fake_hca_qps_destroyed() while @qp existed: if @hca
+ *	destroyed more QPs since, @qp may be gone, and is not looked at.
+ *
+ * Return: true while a thread waits on qp->srq_completion, as
+ * ib_drain_qp() does; false if @qp may be gone, or on kernels without it.
+ */
+bool fake_qp_srq_waited(struct fake_hca *hca, struct ib_qp *qp,
+			int destroyed)
+{
+	bool waited = false;
+
+	mutex_lock(&hca->qp_lock);	/* no destroy_qp meanwhile */
+#ifdef KEVD_HAVE_QP_SRQ_COMPLETION
+	if (atomic_read(&hca->qps_destroyed) == destroyed)
+		waited = swait_active(&qp->srq_completion.wait);
+#endif
+	mutex_unlock(&hca->qp_lock);
+	return waited;
+}
+EXPORT_SYMBOL_GPL(fake_qp_srq_waited);
 
 /**
  * fake_hca_qps_destroyed() - the QPs ib_destroy_qp() destroyed on @hca.
@@ -1358,7 +1491,8 @@ int fake_qp_flush(struct ib_qp *qp)
 		return -ENOMEM;
 	spin_lock_irqsave(&fqp->lock, flags);
 	n = fake_qp_flush_wq(qp, &fqp->sq, IB_WC_SEND, wcs);
-	n += fake_qp_flush_wq(qp, &fqp->rq, IB_WC_RECV, wcs + n);
+	if (!fqp->srq_held)
+		n += fake_qp_flush_wq(qp, &fqp->rq, IB_WC_RECV, wcs + n);
 	spin_unlock_irqrestore(&fqp->lock, flags);
 	ret = n ? fake_cq_add_burst(qp->send_cq, wcs, n) : 0;
 	kfree(wcs);

@@ -110,6 +110,11 @@ u32 fake_qp_posts(struct ib_qp *qp);
 u32 fake_qp_to_error(struct ib_qp *qp);
 int fake_qp_flush(struct ib_qp *qp);
 void fake_qp_flush_on_error(struct ib_qp *qp);
+void fake_qp_use_srq(struct ib_qp *qp);
+int fake_qp_srq_take(struct ib_qp *qp, u64 wr_id);
+int fake_qp_last_wqe(struct fake_hca *hca, struct ib_qp *qp, int destroyed);
+bool fake_qp_srq_waited(struct fake_hca *hca, struct ib_qp *qp,
+			int destroyed);
 int fake_hca_qps_destroyed(struct fake_hca *hca);
 
 #endif /* _KEVD_FAKE_HCA_H */
