@@ -348,8 +348,42 @@ static void kevd_cm_qp_take(struct kevd_cm_qp *q, struct ib_qp *qp,
 }
 
 /*
+ * A QP in error whose receives come from an SRQ, into a kevd CQ: those
+ * it took from the SRQ are not its to flush, and no marker follows them
+ * (an SRQ QP takes no receive of its own). They are in the CQ once the
+ * HCA raises the affiliated Last WQE Reached event (IBTA 10.3.1, as
+ * __ib_drain_srq() reads it), which ib_core counts in qp->srq_completion:
+ * wait for it, within KEVD_FLUSH_WAIT, before the drain posts its markers
+ * or looks for the CQ empty. The count goes back: a drain that is called
+ * again (a destroy that failed) finds it. siw and qedr raise no such
+ * event (nor may a device in a fatal error): their SRQ QPs wait the whole
+ * time, as ib_drain_qp() waits on them too. 6.1's ib_core keeps no count:
+ * there the drain cannot wait for it. From an upcall of the EVD, its
+ * other completions wait meanwhile (no poll while its poller waits here).
+ */
+#ifdef KEVD_HAVE_QP_SRQ_COMPLETION
+static void kevd_cm_qp_srq_wait(struct kevd_cm_qp *q)
+{
+	struct ib_qp *qp = q->qp;
+
+	if (!q->in_error || !qp->srq || !kevd_cq_evd(qp->recv_cq))
+		return;
+	if (wait_for_completion_timeout(&qp->srq_completion, KEVD_FLUSH_WAIT))
+		complete(&qp->srq_completion);
+	else
+		pr_warn_ratelimited("kevd: QP %u: no Last WQE Reached event in %d s: what it took from its SRQ may come after it is destroyed\n",
+				    qp->qp_num, KEVD_FLUSH_WAIT / HZ);
+}
+#else
+static void kevd_cm_qp_srq_wait(struct kevd_cm_qp *q)
+{
+}
+#endif
+
+/*
  * End @q's QP: its completions first go out of kevd's CQs
- * (kevd_cq_flush_qp()): no provider takes a destroyed QP's completions
+ * (kevd_cq_flush_qp()), those it took from an SRQ included
+ * (kevd_cm_qp_srq_wait()): no provider takes a destroyed QP's completions
  * out of the CQ, and kevd reads the QP when it converts one. Then the QP
  * goes: through its @id (rdma_destroy_qp()), or, once rdma_cm destroys
  * the id, by itself. A drain that gave up learns when the QP is gone
@@ -359,6 +393,7 @@ static int kevd_cm_qp_end(struct kevd_cm_qp *q, struct rdma_cm_id *id)
 {
 	int ret = 0;
 
+	kevd_cm_qp_srq_wait(q);
 	if (q->scq)
 		kevd_cq_flush_qp(q->scq, q->qp, q->in_error);
 	if (q->rcq)
@@ -417,7 +452,10 @@ static void kevd_cm_destroy_qp(struct kevd_cm *cm, bool in_error)
  * into a kevd CQ (as ib_drain_qp() does: a provider may flush the two
  * queues in either order), waits until the markers are polled and every
  * completion before them is queued on its EVD or handed to its upcalls,
- * and then destroys the QP. kevd polls the CQ itself meanwhile: no
+ * and then destroys the QP; for a QP whose receives come from an SRQ it
+ * first waits for the Last WQE Reached event (the receives the QP took
+ * from the SRQ are in the CQ then: Documentation/kevd/api.rst, teardown
+ * order). kevd polls the CQ itself meanwhile: no
  * notification is needed, so a solicited-only EVD gets the flushes too.
  * The markers never reach the consumer. A full EVD grows for the
  * flushes, within what the CQ held. After a few seconds (a poller held

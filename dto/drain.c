@@ -240,7 +240,8 @@ static void kevd_cq_drain_end(struct kevd *evd, struct kevd_qp_drain *d,
  * it destroys a QP that is not yet in error. So, as ib_drain_qp() does,
  * this posts a marker on each of the QP's queues that complete into
  * @evd's CQ (flushed, they complete after everything posted before them;
- * an SRQ's receives are not the QP's, and a QP not in error gets none),
+ * an SRQ's receives are not the QP's, and a QP not in error gets none;
+ * cm/cm.c waits for an SRQ QP's Last WQE Reached event first),
  * and waits until they are polled, or without markers until a poll found
  * the CQ empty, and what came with them is converted. A poller polls, or
  * the caller itself when it owns the EVD (an upcall of @evd) or can take

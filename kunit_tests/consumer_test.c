@@ -3749,6 +3749,117 @@ static void kevd_consumer_destroy_qp_drains(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* A thread in kevd_destroy_qp(), and its result. */
+struct srq_destroyer {
+	struct ib_qp *qp;
+	int rc;
+	struct completion done;
+};
+
+static int srq_destroyer_fn(void *data)
+{
+	struct srq_destroyer *d = data;
+
+	d->rc = kevd_destroy_qp(d->qp, NULL);
+	complete(&d->done);
+	return 0;
+}
+
+/*
+ * A QP whose receives come from an SRQ: those it took from the SRQ are
+ * not its to flush, no marker can follow them (it takes no receive of its
+ * own), and the HCA may complete them after its sends' flushes. They are
+ * in the CQ once it raises the Last WQE Reached event, which
+ * kevd_destroy_qp() waits for, as ib_drain_qp() does: every completion
+ * reaches the upcall, with the QP's context, before the QP goes. Before,
+ * the drain ended at the send marker and the QP was destroyed with four
+ * receives still to come, which would have named a freed QP.
+ */
+static void kevd_consumer_destroy_qp_srq(struct kunit *test)
+{
+	struct srq_destroyer *d = kunit_kzalloc(test, sizeof(*d), GFP_KERNEL);
+	struct qp_end *q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
+	struct kevd_upcall up = { qp_end_upcall, q };
+	struct ib_recv_wr rwr = { .wr_id = 100 };
+	const struct ib_send_wr *bad_send;
+	const struct ib_recv_wr *bad_recv;
+	struct task_struct *t;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	unsigned long end;
+	struct kevd *evd;
+	struct ib_qp *qp;
+	bool waited, done;
+	int i;
+
+	KUNIT_ASSERT_TRUE(test, d && q);
+#ifndef KEVD_HAVE_QP_SRQ_COMPLETION
+	kunit_skip(test, "this ib_core counts no Last WQE Reached event");
+#endif
+	q->next_recv = 100;
+	init_completion(&d->done);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = up;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	qp = fake_qp_create(hca, kevd_cq(evd), 8);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qp);
+	q->ctx = qp->qp_context;
+	fake_qp_flush_on_error(qp);
+	fake_qp_use_srq(qp);
+	for (i = 0; i < QP_END_SENDS; i++) {
+		struct ib_send_wr wr = {
+			.wr_id = i, .opcode = IB_WR_SEND,
+			.send_flags = IB_SEND_SIGNALED,
+		};
+
+		KUNIT_EXPECT_EQ(test, ib_post_send(qp, &wr, &bad_send), 0);
+	}
+	/* its receives come from the SRQ: four in progress */
+	KUNIT_EXPECT_EQ(test, ib_post_recv(qp, &rwr, &bad_recv), -EINVAL);
+	for (i = 0; i < QP_END_RECVS; i++)
+		KUNIT_EXPECT_EQ(test, fake_qp_srq_take(qp, 100 + i), 0);
+	d->qp = qp;
+	t = kthread_run(srq_destroyer_fn, d, "kevd_cons_srq");
+	if (IS_ERR(t)) {
+		fake_qp_destroy(qp);
+		KUNIT_FAIL(test, "kthread_run: %ld", PTR_ERR(t));
+		goto out;
+	}
+	/* it waits for the event; before, it destroyed the QP without it */
+	end = jiffies + CONS_WAIT;
+	do {
+		done = completion_done(&d->done);
+		waited = !done && fake_qp_srq_waited(hca, qp, 0);
+		if (done || waited)
+			break;
+		schedule_timeout_uninterruptible(1);
+	} while (time_before(jiffies, end));
+	KUNIT_EXPECT_TRUE(test, waited);
+	if (waited)		/* unless its wait ran out meanwhile */
+		KUNIT_EXPECT_EQ(test, fake_qp_last_wqe(hca, qp, 0),
+				QP_END_RECVS);
+	KUNIT_EXPECT_TRUE(test, wait_for_completion_timeout(&d->done,
+							    CONS_WAIT));
+	KUNIT_EXPECT_EQ(test, d->rc, 0);
+	KUNIT_EXPECT_EQ(test, fake_hca_qps_destroyed(hca), 1);
+	/* all of them, in order, with its context: read before it went */
+	kevd_test_flush_pollers(test);
+	KUNIT_EXPECT_EQ(test, atomic_read(&q->calls),
+			QP_END_SENDS + QP_END_RECVS);
+	KUNIT_EXPECT_EQ(test, atomic_read(&q->bad), 0);
+out:
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* @act(@evd) from @task's own poll of the CQ, once; its result. */
 struct own_poll {
 	struct task_struct *task;
@@ -7136,6 +7247,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_unowned_pins_kevd),
 	KUNIT_CASE(kevd_consumer_reap_forgets_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_destroy_qp_drains, qp_end_gen_params),
+	KUNIT_CASE(kevd_consumer_destroy_qp_srq),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
