@@ -70,6 +70,26 @@
 #include "kevd_internal.h"
 
 /**
+ * enum kevd_cm_conn - where a binding's connection is, for its ends.
+ * @KEVD_CM_CONNECTING: not established (yet): an error event is the
+ *	connect's, and the id may resolve and connect again.
+ * @KEVD_CM_UP: ESTABLISHED came: an error event is BROKEN.
+ * @KEVD_CM_DOWN: DISCONNECTED or REJECTED ended it: an id does not connect
+ *	again, so no error event ends it again (rdma_cm raises UNREACHABLE
+ *	on a RoCE neighbour change in any state, until the id goes).
+ * @KEVD_CM_BROKEN: BROKEN ended it: nor does the DISCONNECTED after it.
+ *
+ * Only for a binding with a connection EVD: without one, every event goes
+ * to the consumer's handler, as rdma_cm raised it.
+ */
+enum kevd_cm_conn {
+	KEVD_CM_CONNECTING,
+	KEVD_CM_UP,
+	KEVD_CM_DOWN,
+	KEVD_CM_BROKEN,
+};
+
+/**
  * struct kevd_cm - the binding of one rdma_cm_id.
  * @id: the id.
  * @cr_evd: where CONNECT_REQUESTs go, or NULL.
@@ -98,6 +118,8 @@
  *	consumer's handler is not called. Set under the id's handler mutex;
  *	a wildcard listener's CONNECT_REQUEST reads it under the mutex of
  *	rdma_cm's own listen id instead, which rdma_destroy_id() waits for.
+ * @conn: where its connection is (enum kevd_cm_conn); under the id's
+ *	handler mutex.
  */
 struct kevd_cm {
 	struct rdma_cm_id *id;
@@ -118,6 +140,7 @@ struct kevd_cm {
 	bool request;
 	bool lent;
 	bool dying;
+	u8 conn;
 };
 
 struct kevd_cm_pdata {
@@ -782,9 +805,9 @@ static int kevd_cm_request(struct kevd_cm *listener, struct rdma_cm_id *id,
 }
 
 /*
- * The connect is over (DISCONNECTED, REJECTED): the endpoint's QP goes to
- * error, as DAT flushes a disconnected endpoint's DTOs, whichever EVD it
- * completes into; if that is the connection EVD, the flushes the
+ * The connect is over (DISCONNECTED, BROKEN, REJECTED): the endpoint's QP
+ * goes to error, as DAT flushes a disconnected endpoint's DTOs, whichever
+ * EVD it completes into; if that is the connection EVD, the flushes the
  * provider adds in its own time reach it before the event does
  * (kevd_cq_drain_hold()). Its gate is lifted first: what it parked goes
  * ahead.
@@ -869,6 +892,26 @@ static int kevd_cm_removal(struct kevd_cm *cm, struct rdma_cm_id *id,
 	return 0;
 }
 
+/*
+ * An error event on an established connection (rdma_cm raises
+ * UNREACHABLE for one on RoCE when the peer's neighbour entry changes;
+ * the id stays connected for rdma_cm), or a reject of it (ib_cm passes a
+ * REJ on to an established id): BROKEN, as the DAT mapping says (an
+ * error, "or BROKEN once established"; not TIMED_OUT, a connect's). It
+ * ends the connection as DISCONNECTED does: the QP goes to error and its
+ * flushes come first; the DISCONNECTED that follows when the id is
+ * disconnected is not posted, nor is another error event or reject. The
+ * consumer disconnects (or destroys) the id, as after any end.
+ */
+static int kevd_cm_broken(struct kevd_cm *cm, struct rdma_cm_id *id,
+			  struct rdma_cm_event *ev)
+{
+	cm->conn = KEVD_CM_BROKEN;
+	kevd_cm_hold_flushes(cm, id);
+	return kevd_cm_connection(cm, id, ev, KEVD_CONNECTION_EVENT_BROKEN,
+				  false);
+}
+
 static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
 	struct kevd_cm *cm = id->context;
@@ -889,6 +932,7 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		return 0;
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
+		cm->conn = KEVD_CM_UP;
 		return kevd_cm_connection(cm, id, ev,
 					  KEVD_CONNECTION_EVENT_ESTABLISHED,
 					  true);
@@ -896,14 +940,25 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		/*
 		 * Answer the peer (an IB DREP), as uDAPL does, or its own
 		 * DISCONNECTED waits for the DREQ to time out; the QP goes to
-		 * error first, and its flushes come before the event.
+		 * error first, and its flushes come before the event. After
+		 * BROKEN, the connection's end was that: no second one.
 		 */
 		rdma_disconnect(id);
+		if (cm->conn_evd && cm->conn == KEVD_CM_BROKEN)
+			return 0;
+		cm->conn = KEVD_CM_DOWN;
 		kevd_cm_hold_flushes(cm, id);
 		return kevd_cm_connection(cm, id, ev,
 					  KEVD_CONNECTION_EVENT_DISCONNECTED,
 					  false);
 	case RDMA_CM_EVENT_REJECTED:
+		/* ib_cm passes a REJ on to an established id too */
+		if (cm->conn_evd && cm->conn == KEVD_CM_BROKEN)
+			return 0;
+		if (cm->conn_evd && cm->conn == KEVD_CM_UP)
+			return kevd_cm_broken(cm, id, ev);
+		/* the id does not connect again: no error event after it */
+		cm->conn = KEVD_CM_DOWN;
 		peer = kevd_cm_peer_rejected(id, ev);
 		num = peer ? KEVD_CONNECTION_EVENT_PEER_REJECTED :
 			     KEVD_CONNECTION_EVENT_NON_PEER_REJECTED;
@@ -913,6 +968,11 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_ROUTE_ERROR:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_UNREACHABLE:
+		/* ended already; or established: it breaks (enum kevd_cm_conn) */
+		if (cm->conn_evd && cm->conn >= KEVD_CM_DOWN)
+			return 0;
+		if (cm->conn_evd && cm->conn == KEVD_CM_UP)
+			return kevd_cm_broken(cm, id, ev);
 		num = ev->status == -ETIMEDOUT ?
 		      KEVD_CONNECTION_EVENT_TIMED_OUT :
 		      KEVD_CONNECTION_EVENT_UNREACHABLE;

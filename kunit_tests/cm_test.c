@@ -866,6 +866,160 @@ static void kevd_cm_established_before_own_completions(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* The next event of @evd, within the test's bound; false if none came. */
+static bool cm_next(struct kunit *test, struct kevd *evd,
+		    struct kevd_event *ev)
+{
+	u32 nmore;
+	int ret;
+
+	ret = kevd_wait(evd, 5 * USEC_PER_SEC, 1, ev, &nmore);
+	if (ret)
+		KUNIT_FAIL(test, "no event came: %d", ret);
+	return !ret;
+}
+
+/*
+ * An error event on an established connection (rdma_cm's UNREACHABLE,
+ * on RoCE when the peer's neighbour entry changes) is BROKEN, as the DAT
+ * mapping has it ("or BROKEN once established"), and ends the connection
+ * as DISCONNECTED does: the QP goes to error and its flushes come first.
+ * Error events before and after the DISCONNECTED that follows when the
+ * id is disconnected, and that DISCONNECTED, are no second end: a
+ * completion added after them comes next. Before, the endpoint got
+ * TIMED_OUT, a connect's error, with its QP left as it was, and then a
+ * DISCONNECTED.
+ */
+static void kevd_cm_broken_once_established(struct kunit *test)
+{
+	struct cm_active *a = kunit_kzalloc(test, sizeof(*a), GFP_KERNEL);
+	struct ib_recv_wr wr = { .wr_id = 5 };
+	struct kevd_cm_attr attr = { };
+	struct rdma_cm_id *id;
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	struct kevd *evd;
+	struct ib_cq *cq;
+	u32 to_error;
+
+	KUNIT_ASSERT_NOT_NULL(test, a);
+	evd = kevd_test_dto_conn_evd(test, &hca);
+	cq = kevd_cq(evd);
+	a->qp = fake_qp_create(hca, cq, 16);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, a->qp);
+	fake_qp_flush_on_error(a->qp);
+	KUNIT_EXPECT_EQ(test, ib_post_recv(a->qp, &wr, NULL), 0);
+	id = cm_active_id(test, a);
+	attr.conn_evd = evd;
+	attr.ep = a;
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(id, &attr), 0);
+	KUNIT_EXPECT_EQ(test, cm_fire(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0,
+				      NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, cm_fire(id, RDMA_CM_EVENT_ESTABLISHED, 0,
+				      NULL, 0), 0);
+	if (!cm_next(test, evd, &ev))
+		goto out;
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_ESTABLISHED);
+
+	to_error = fake_qp_to_error(a->qp);
+	KUNIT_EXPECT_EQ(test, cm_fire(id, RDMA_CM_EVENT_UNREACHABLE,
+				      -ETIMEDOUT, NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, fake_qp_to_error(a->qp), to_error + 1);
+	/* the flush first, then the end */
+	if (!cm_next(test, evd, &ev))
+		goto out;
+	KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_DTO_COMPLETION_EVENT);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 5ULL);
+	KUNIT_EXPECT_EQ(test, ev.dto.status, (u32)KEVD_DTO_ERR_FLUSHED);
+	if (!cm_next(test, evd, &ev))
+		goto out;
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_CONNECTION_EVENT_BROKEN);
+	KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, (void *)a);
+
+	/* no second end: what the CQ gets after it comes next */
+	KUNIT_EXPECT_EQ(test, cm_fire(id, RDMA_CM_EVENT_UNREACHABLE,
+				      -ETIMEDOUT, NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, cm_fire(id, RDMA_CM_EVENT_DISCONNECTED, 0,
+				      NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, cm_fire(id, RDMA_CM_EVENT_UNREACHABLE,
+				      -ETIMEDOUT, NULL, 0), 0);
+	cm_recv(test, cq, a->qp, 99);
+	if (!cm_next(test, evd, &ev))
+		goto out;
+	KUNIT_EXPECT_EQ(test, ev.event_number, (u32)KEVD_DTO_COMPLETION_EVENT);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 99ULL);
+	cm_expect_none(test, evd);
+out:
+	id->qp = NULL;		/* the fake QP is the test's to destroy */
+	kevd_cm_destroy_id(id);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_qp_destroy(a->qp);
+	fake_hca_destroy(hca);
+}
+
+/* @type (@status) on @id, and the connection event it is, or none. */
+static void cm_fire_expect(struct kunit *test, struct rdma_cm_id *id,
+			   struct kevd *conn, enum rdma_cm_event_type type,
+			   int status, u32 number)
+{
+	struct kevd_event ev;
+
+	KUNIT_EXPECT_EQ(test, cm_fire(id, type, status, NULL, 0), 0);
+	if (!number) {
+		cm_expect_none(test, conn);
+		return;
+	}
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(conn, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number, number);
+}
+
+/*
+ * An endpoint's connection ends once. A reject ends a connect for good
+ * (the id does not connect again): an UNREACHABLE after it (rdma_cm
+ * raises one on a RoCE neighbour change in any state) posts nothing. A
+ * reject of an established connection (ib_cm passes a REJ on to it) is
+ * BROKEN, and the DISCONNECTED and the reject after it post nothing.
+ * Before, the first got TIMED_OUT after its NON_PEER_REJECTED, and the
+ * second NON_PEER_REJECTED after ESTABLISHED, then DISCONNECTED.
+ */
+static void kevd_cm_rejected_ends_once(struct kunit *test)
+{
+	struct cm_chain *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	struct kevd_cm_attr attr = { };
+	struct rdma_cm_id *id, *id2;
+	struct kevd *conn;
+
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	conn = cm_evd(test, 16, KEVD_CONNECTION_FLAG, NULL);
+	attr.conn_evd = conn;
+	attr.ep = c;
+	id = cm_id(test, c);
+	id2 = cm_id(test, c);
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(id, &attr), 0);
+	KUNIT_ASSERT_EQ(test, kevd_cm_bind(id2, &attr), 0);
+
+	cm_fire_expect(test, id, conn, RDMA_CM_EVENT_REJECTED,
+		       IB_CM_REJ_INVALID_SERVICE_ID,
+		       KEVD_CONNECTION_EVENT_NON_PEER_REJECTED);
+	cm_fire_expect(test, id, conn, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT,
+		       0);
+
+	cm_fire_expect(test, id2, conn, RDMA_CM_EVENT_ESTABLISHED, 0,
+		       KEVD_CONNECTION_EVENT_ESTABLISHED);
+	cm_fire_expect(test, id2, conn, RDMA_CM_EVENT_REJECTED,
+		       IB_CM_REJ_CONSUMER_DEFINED,
+		       KEVD_CONNECTION_EVENT_BROKEN);
+	cm_fire_expect(test, id2, conn, RDMA_CM_EVENT_DISCONNECTED, 0, 0);
+	cm_fire_expect(test, id2, conn, RDMA_CM_EVENT_REJECTED,
+		       IB_CM_REJ_CONSUMER_DEFINED, 0);
+
+	kevd_cm_destroy_id(id);
+	kevd_cm_destroy_id(id2);
+	KUNIT_EXPECT_EQ(test, kevd_free(conn), 0);
+}
+
 /*
  * A's ESTABLISHED, with private data, is held behind C's DISCONNECTED,
  * which waits for the CQ: B, still connecting, has a completion parked
@@ -1045,6 +1199,8 @@ static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_bind_checks),
 	KUNIT_CASE(kevd_cm_refusal_keeps_data),
 	KUNIT_CASE(kevd_cm_established_before_own_completions),
+	KUNIT_CASE(kevd_cm_broken_once_established),
+	KUNIT_CASE(kevd_cm_rejected_ends_once),
 	KUNIT_CASE(kevd_cm_held_established_keeps_data),
 	KUNIT_CASE(kevd_cm_removal_never_dropped),
 	KUNIT_CASE(kevd_cm_end_flushes_other_evd),
