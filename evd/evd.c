@@ -185,17 +185,22 @@ static void kevd_cq_event(struct ib_event *event, void *ctx)
 {
 	struct kevd *evd = ctx;
 	unsigned long flags;
-	bool first;
+	bool raise;
 
 	if (event->event != IB_EVENT_CQ_ERR)
 		return;
-	/* A CQ overrun: report it once, naming this EVD. */
+	/*
+	 * A CQ overrun. Some providers lose the one completion and go on
+	 * (rxe): each is counted and logged; the overflow event, naming this
+	 * EVD, comes once until kevd_resize() (the remedy) re-arms it.
+	 */
 	spin_lock_irqsave(&evd->lock, flags);
-	first = !evd->cq_error_reported;
+	raise = !evd->cq_overrun_raised;
+	evd->cq_overrun_raised = true;
+	if (!raise)
+		evd->cq_overruns_unraised++;
 	WRITE_ONCE(evd->cq_error_reported, true);
 	spin_unlock_irqrestore(&evd->lock, flags);
-	if (!first)
-		return;
 	/*
 	 * Once the pass below released the held events, or the overflow
 	 * event is on the async EVD, a consumer may free this EVD, and not
@@ -206,7 +211,11 @@ static void kevd_cq_event(struct ib_event *event, void *ctx)
 	kevd_ring_count_lost(&evd->ring, KEVD_STREAM_DTO, 0, 1);
 	/* connection events held behind a CQ that fails its polls go now */
 	kevd_schedule(evd);
-	kevd_raise_overflow(evd, KEVD_STREAM_DTO);
+	if (raise)
+		kevd_raise_overflow(evd, KEVD_STREAM_DTO);
+	else
+		pr_warn_ratelimited("kevd: EVD %u: its CQ overran again: a completion was lost (overflow raised already: resize the EVD)\n",
+				    evd->id);
 	rcu_read_unlock();
 }
 
@@ -905,8 +914,9 @@ EXPORT_SYMBOL_GPL(kevd_post_ib_event);
  */
 int kevd_resize(struct kevd *evd, u32 qlen)
 {
+	u32 actual, unraised = 0;
+	bool missed = false;
 	unsigned long flags;
-	u32 actual;
 	int ret = 0;
 
 	if (!evd || kevd_atomic_caller() ||
@@ -927,6 +937,7 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 		ret = -EBUSY;
 	else
 		evd->resize_qlen = actual;
+	unraised = evd->cq_overruns_unraised;
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (!ret)
 		ret = kevd_cq_fit(evd, qlen, actual);
@@ -936,11 +947,20 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 	spin_lock_irqsave(&evd->lock, flags);
 	if (evd->resize_qlen) {
 		evd->resize_qlen = 0;
-		if (!ret)
+		if (!ret) {
 			WRITE_ONCE(evd->state,
 				   evd->state & ~KEVD_STATE_OVERFLOWED);
+			/*
+			 * The next CQ overrun raises the overflow again; one
+			 * that came during the resize, unraised, raises it now.
+			 */
+			missed = evd->cq_overruns_unraised != unraised;
+			evd->cq_overrun_raised = missed;
+		}
 	}
 	spin_unlock_irqrestore(&evd->lock, flags);
+	if (missed)
+		kevd_raise_overflow(evd, KEVD_STREAM_DTO);
 	trace_kevd_resize(evd, qlen, ret);
 	/*
 	 * A stall flagged before the resize's hold of ring.cons_lock is seen

@@ -331,7 +331,12 @@ struct kevd_direct {
  * @parked: the first completion of a gated QP that the owner polled.
  * @cq_follows_qlen: the CQ's depth came from the queue length (kevd_cq_fit()).
  * @solicited_only: arm for solicited completions only.
- * @cq_error_reported: an IB_EVENT_CQ_ERR was turned into an overflow.
+ * @cq_error_reported: an IB_EVENT_CQ_ERR came: a failed poll counts as an
+ *	empty CQ from now on (dto/cq.c).
+ * @cq_overrun_raised: a CQ overrun raised the overflow event, and no
+ *	kevd_resize() since; under @lock.
+ * @cq_overruns_unraised: CQ overruns that raised none (@cq_overrun_raised
+ *	was set); under @lock: a resize that one came during raises it.
  * @arm_failed: the last ib_req_notify_cq() failed (owner only): the CQ is
  *	polled on every pass until an arm succeeds.
  * @poll_failed: the last ib_poll_cq() failed, and no arm came since
@@ -412,6 +417,8 @@ struct kevd {
 	bool cq_follows_qlen;
 	bool solicited_only;
 	bool cq_error_reported;
+	bool cq_overrun_raised;
+	u32 cq_overruns_unraised;
 	bool arm_failed;
 	bool poll_failed;
 	bool poll_warned;

@@ -3749,6 +3749,73 @@ static void kevd_consumer_destroy_qp_drains(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* The next event of @aevd is @evd's overflow, and nothing after it. */
+static void overrun_expect_one(struct kunit *test, struct kevd *aevd,
+			       struct kevd *evd)
+{
+	struct kevd_event ev;
+
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(aevd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.event_number,
+			(u32)KEVD_ASYNC_ERROR_EVD_OVERFLOW);
+	KUNIT_EXPECT_PTR_EQ(test, ev.async.handle, (void *)evd);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(aevd, &ev), -EAGAIN);
+}
+
+/*
+ * A CQ overrun raises the overflow event once until the consumer resizes
+ * the EVD, the remedy (api.rst); rxe loses the one completion and goes
+ * on, so an overrun after the remedy is heard again. Every overrun is
+ * counted. Before, only the EVD's first overrun was ever reported: the
+ * one after the resize raised nothing, left the EVD out of OVERFLOWED
+ * and was not counted.
+ */
+static void kevd_consumer_cq_overrun_after_resize(struct kunit *test)
+{
+	struct kevd_attr attr;
+	struct kevd *aevd, *evd;
+	struct fake_hca *hca;
+	struct kevd_param p;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 8;
+	attr.flags = KEVD_ASYNC_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	aevd = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, aevd);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.cq_depth = 16;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.async_evd = aevd;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+
+	fake_cq_overrun(kevd_cq(evd));
+	fake_cq_overrun(kevd_cq(evd));
+	overrun_expect_one(test, aevd, evd);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_TRUE(test, p.state & KEVD_STATE_OVERFLOWED);
+	KUNIT_EXPECT_EQ(test, p.stats.overflows, 2ULL);
+
+	/* the remedy; the next overrun is heard */
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 32), 0);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_FALSE(test, p.state & KEVD_STATE_OVERFLOWED);
+	fake_cq_overrun(kevd_cq(evd));
+	overrun_expect_one(test, aevd, evd);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_TRUE(test, p.state & KEVD_STATE_OVERFLOWED);
+	KUNIT_EXPECT_EQ(test, p.stats.overflows, 3ULL);
+
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(aevd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* A thread in kevd_destroy_qp(), and its result. */
 struct srq_destroyer {
 	struct ib_qp *qp;
@@ -7248,6 +7315,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_reap_forgets_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_destroy_qp_drains, qp_end_gen_params),
 	KUNIT_CASE(kevd_consumer_destroy_qp_srq),
+	KUNIT_CASE(kevd_consumer_cq_overrun_after_resize),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),

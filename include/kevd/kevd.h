@@ -454,7 +454,9 @@ enum kevd_state {
  * @arms: ib_req_notify_cq() calls.
  * @repolls: arms after which the check found work (missed events).
  * @backpressure_stalls: CQ drains cut short by a full event ring.
- * @overflows: overflow events raised.
+ * @overflows: overflows: each drop, and each CQ overrun the provider
+ *	reported (a completion lost). Each raised an overflow event, but
+ *	a CQ overrun only the first time until kevd_resize().
  * @drops: events dropped (each also raised an overflow).
  * @max_batch: largest number of events moved in one batch.
  * @discarded: events still queued when kevd_free() discarded them. For
