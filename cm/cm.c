@@ -1125,17 +1125,21 @@ static u32 kevd_cm_send_max(struct rdma_cm_id *id, bool reject)
 
 /*
  * Is @cr a pending request whose transport takes @len bytes (and, for an
- * accept, with a QP the consumer created exactly if @own_qp)?
+ * accept, with a QP the consumer created exactly if @own_qp, and a @pd,
+ * if any, of its device)?
  */
-static int kevd_cr_check(void *cr, u32 len, bool reject, bool own_qp)
+static int kevd_cr_check(void *cr, u32 len, bool reject, bool own_qp,
+			 struct ib_pd *pd)
 {
 	struct kevd_cm *req;
 	int ret = -EINVAL;
 
 	mutex_lock(&kevd_cm_mutex);
 	req = xa_load(&kevd_crs, (unsigned long)cr);
+	/* a PD of another device: rdma_create_qp() would refuse it */
 	if (req && len <= kevd_cm_send_max(req->id, reject) &&
-	    (reject || !req->id->qp == !own_qp))
+	    (reject || !req->id->qp == !own_qp) &&
+	    (!pd || pd->device == req->id->device))
 		ret = 0;
 	mutex_unlock(&kevd_cm_mutex);
 	return ret;
@@ -1195,9 +1199,9 @@ EXPORT_SYMBOL_GPL(kevd_cr_id);
  * Return: 0; -EINVAL for a NULL argument, a handle that is not a pending
  * request (accepted, rejected, its listener destroyed, or its device
  * removed), an EVD without its stream, QP attributes for a request that
- * has its QP already (or none for one that has not), or more private data
- * than the transport carries; or the error of rdma_create_qp() or
- * rdma_accept().
+ * has its QP already (or none for one that has not), a @pd of another
+ * device than the request's, or more private data than the transport
+ * carries; or the error of rdma_create_qp() or rdma_accept().
  */
 int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 		   struct ib_pd *pd, struct ib_qp_init_attr *qp_attr,
@@ -1211,7 +1215,7 @@ int kevd_cr_accept(void *cr, const struct kevd_cm_attr *attr,
 	    (param->private_data_len && !param->private_data))
 		return -EINVAL;
 	might_sleep();
-	ret = kevd_cr_check(cr, param->private_data_len, false, !qp_attr);
+	ret = kevd_cr_check(cr, param->private_data_len, false, !qp_attr, pd);
 	if (ret)
 		return ret;
 	ret = kevd_cm_hold_all(&held, attr);
@@ -1279,7 +1283,7 @@ int kevd_cr_reject(void *cr, const void *private_data, u8 private_data_len)
 	if (private_data_len && !private_data)
 		return -EINVAL;
 	might_sleep();
-	if (kevd_cr_check(cr, private_data_len, true, false))
+	if (kevd_cr_check(cr, private_data_len, true, false, NULL))
 		return -EINVAL;
 	req = kevd_cr_claim(cr, false);
 	if (!req)

@@ -263,9 +263,9 @@ static struct rdma_cm_id *cm_request(struct kunit *test, struct rdma_cm_id *lid,
 }
 
 /*
- * Accept with a PD of the fake HCA: the ids here have no device, so if
- * the request were taken, rdma_create_qp() would refuse the PD and the
- * request would be rejected; the tests look at the checks before that.
+ * Accept with a PD of the fake HCA: the ids here have no device, so
+ * kevd refuses the PD as of another device, before it takes the request
+ * (rdma_create_qp() would refuse it after); the tests look at the checks.
  */
 static int cm_accept(struct kunit *test, void *cr,
 		     const struct kevd_cm_attr *attr)
@@ -298,8 +298,10 @@ static int cm_accept_own_qp(void *cr, const struct kevd_cm_attr *attr)
 /*
  * A listener's request: a CR event with the service point, the port and
  * the requester's private data (kevd's copy); then a handle that works
- * exactly once, bad arguments that leave the request pending, and EVDs
- * that cannot be freed under a binding.
+ * exactly once, bad arguments that leave the request pending (a PD of
+ * another device among them: before, the accept took the request, its
+ * rdma_create_qp() failed and the request was rejected), and EVDs that
+ * cannot be freed under a binding.
  */
 static void kevd_cm_request_and_reject(struct kunit *test)
 {
@@ -346,6 +348,11 @@ static void kevd_cm_request_and_reject(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, cm_accept(test, ev.cr.cr, &bad), -EINVAL);
 	bad.conn_evd = cr_evd;		/* no connection stream */
 	KUNIT_EXPECT_EQ(test, cm_accept(test, ev.cr.cr, &bad), -EINVAL);
+	/* a PD of another device (the request's id has none) */
+	attr.conn_evd = conn;
+	KUNIT_EXPECT_EQ(test, cm_accept(test, ev.cr.cr, &attr), -EINVAL);
+	attr.conn_evd = NULL;
+	KUNIT_EXPECT_PTR_EQ(test, kevd_cr_id(ev.cr.cr), req);
 	KUNIT_EXPECT_EQ(test, kevd_free(cr_evd), -EBUSY);
 
 	KUNIT_EXPECT_EQ(test, kevd_cr_reject(ev.cr.cr, pdata, 8), 0);
