@@ -172,6 +172,8 @@ int kevd_raise_overflow(struct kevd *evd, enum kevd_stream stream)
 	rcu_read_lock();
 	if (kevd_ring_post(&aevd->ring, &ev, KEVD_STREAM_ASYNC, true)) {
 		kevd_set_overflowed(aevd);
+		pr_warn_ratelimited("kevd: EVD %u overflowed: the overflow event of EVD %u was dropped\n",
+				    aevd->id, evd->id);
 		ret = -ENOSPC;
 	} else {
 		kevd_producer_done(aevd);

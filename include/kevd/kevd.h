@@ -455,9 +455,10 @@ enum kevd_state {
  * @repolls: arms after which the check found work (missed events).
  * @backpressure_stalls: CQ drains cut short by a full event ring.
  * @overflows: overflows: each drop, and each CQ overrun the provider
- *	reported (a completion lost). Each raised an overflow event, but
- *	a CQ overrun only the first time until kevd_resize().
- * @drops: events dropped (each also raised an overflow).
+ *	reported (a completion lost). Each raised an overflow event on the
+ *	async EVD, but a CQ overrun only the first time until kevd_resize(),
+ *	and an async EVD's own drop none (it has nowhere to go).
+ * @drops: events dropped.
  * @max_batch: largest number of events moved in one batch.
  * @discarded: events still queued when kevd_free() discarded them. For
  *	every EVD, and in the totals: posted = delivered + discarded +
