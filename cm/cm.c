@@ -316,23 +316,61 @@ static struct kevd_cm *kevd_cr_claim(void *cr, bool kevds)
 	return req;
 }
 
+#ifdef KEVD_HAVE_QP_SRQ_COMPLETION
+/*
+ * An SRQ QP still in RESET or INIT took nothing from its SRQ, and not
+ * every HCA raises Last WQE Reached for it once in error.
+ */
+static noinline_for_stack bool kevd_qp_srq_unused(struct ib_qp *qp)
+{
+	struct ib_qp_init_attr init;
+	struct ib_qp_attr attr;
+
+	if (!qp->srq || ib_query_qp(qp, &attr, IB_QP_STATE, &init))
+		return false;
+	return attr.qp_state == IB_QPS_RESET || attr.qp_state == IB_QPS_INIT;
+}
+
+/* Count its Last WQE Reached for kevd_cm_qp_srq_wait(). */
+static void kevd_qp_srq_count(struct ib_qp *qp)
+{
+	complete(&qp->srq_completion);
+}
+#else
+static bool kevd_qp_srq_unused(struct ib_qp *qp)
+{
+	return false;
+}
+
+static void kevd_qp_srq_count(struct ib_qp *qp)
+{
+}
+#endif
+
 /*
  * Before a QP kevd destroys goes: to error, if it completes into an EVD's
  * CQ. True if it is in error now. For a bound id, under the id's handler
  * mutex (rdma_cm moves it to RTR and RTS under it, and an REP then
  * fails); a QP in error only goes to reset, so from kevd_destroy_qp() a
- * racing move to RTR or RTS fails too.
+ * racing move to RTR or RTS fails too. With @unused_srq (kevd_destroy_qp(),
+ * a request's QP, which nothing connects: not a bound id's, which iWARP
+ * providers move to RTS outside the handler mutex), an SRQ QP that was
+ * below RTR gets its Last WQE Reached counted once it is in error.
  */
-static bool kevd_qp_error(struct ib_qp *qp)
+static bool kevd_qp_error(struct ib_qp *qp, bool unused_srq)
 {
 	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	bool unused;
 	int ret;
 
 	if (!qp || (!kevd_cq_evd(qp->send_cq) && !kevd_cq_evd(qp->recv_cq)))
 		return false;
+	unused = unused_srq && kevd_qp_srq_unused(qp);
 	ret = ib_modify_qp(qp, &attr, IB_QP_STATE);
 	if (ret)
 		pr_debug("kevd: QP %u to error: %d\n", qp->qp_num, ret);
+	else if (unused)
+		kevd_qp_srq_count(qp);
 	return !ret;
 }
 
@@ -378,7 +416,8 @@ static void kevd_cm_qp_take(struct kevd_cm_qp *q, struct ib_qp *qp,
  * __ib_drain_srq() reads it), which ib_core counts in qp->srq_completion:
  * wait for it, within KEVD_FLUSH_WAIT, before the drain posts its markers
  * or looks for the CQ empty. The count goes back: a drain that is called
- * again (a destroy that failed) finds it. siw and qedr raise no such
+ * again (a destroy that failed) finds it, and kevd_qp_error() counts it
+ * for a QP it found below RTR (a request's). siw and qedr raise no such
  * event (nor may a device in a fatal error): their SRQ QPs wait the whole
  * time, as ib_drain_qp() waits on them too. 6.1's ib_core keeps no count:
  * there the drain cannot wait for it. From an upcall of the EVD, its
@@ -516,7 +555,7 @@ int kevd_destroy_qp(struct ib_qp *qp, struct rdma_cm_id *id)
 	if (id && id->event_handler == kevd_cm_handler)
 		return -EBUSY;
 	might_sleep();
-	kevd_cm_qp_take(&q, qp, kevd_qp_error(qp));
+	kevd_cm_qp_take(&q, qp, kevd_qp_error(qp, true));
 	return kevd_cm_qp_end(&q, id);
 }
 EXPORT_SYMBOL_GPL(kevd_destroy_qp);
@@ -557,7 +596,7 @@ static void kevd_cr_end(struct kevd_cm *req, u8 reason, const void *pdata,
 
 	rdma_lock_handler(req->id);
 	ret = rdma_reject(req->id, pdata, len, reason);
-	in_error = kevd_qp_error(req->id->qp);
+	in_error = kevd_qp_error(req->id->qp, true);
 	rdma_unlock_handler(req->id);
 	if (ret)
 		pr_debug("kevd: rdma_reject: %d\n", ret);
@@ -707,7 +746,7 @@ static void kevd_cm_end_qp(struct kevd_cm *cm, struct rdma_cm_id *id)
 
 	if (!id->qp)
 		return;
-	in_error = kevd_qp_error(id->qp);
+	in_error = kevd_qp_error(id->qp, false);
 	if (!id->device || !rdma_protocol_iwarp(id->device, id->port_num)) {
 		kevd_cm_destroy_qp(cm, in_error);
 		return;
@@ -817,7 +856,7 @@ static void kevd_cm_hold_flushes(struct kevd_cm *cm, struct rdma_cm_id *id)
 	struct ib_qp *qp = id->qp;
 
 	kevd_cm_ungate(cm);
-	if (!qp || !kevd_qp_error(qp))
+	if (!qp || !kevd_qp_error(qp, false))
 		return;
 	if (cm->conn_evd && kevd_cm_feeds(cm->conn_evd, qp))
 		kevd_cq_drain_hold(cm->conn_evd, qp);
@@ -877,7 +916,7 @@ static int kevd_cm_removal(struct kevd_cm *cm, struct rdma_cm_id *id,
 			return 0;
 		/* first: rdma_cm's own reject would be the consumer's */
 		kevd_cm_refuse(id, KEVD_REJ_NO_LISTENER, 0);
-		kevd_cm_destroy_qp(cm, kevd_qp_error(id->qp));
+		kevd_cm_destroy_qp(cm, kevd_qp_error(id->qp, true));
 		kevd_cm_release(cm);
 		return -ENODEV;
 	}
@@ -1094,7 +1133,7 @@ void kevd_cm_destroy_id(struct rdma_cm_id *id)
 	cm = id->context;
 	rdma_lock_handler(id);
 	WRITE_ONCE(cm->dying, true);
-	in_error = kevd_qp_error(id->qp);
+	in_error = kevd_qp_error(id->qp, false);
 	rdma_unlock_handler(id);
 	/*
 	 * An event of the endpoint still held behind the CQ now (no more

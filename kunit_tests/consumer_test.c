@@ -3832,6 +3832,17 @@ static int srq_destroyer_fn(void *data)
 	return 0;
 }
 
+/* Where the QP is when it is destroyed: connected, or not yet. */
+static const enum ib_qp_state qp_srq_states[] = { IB_QPS_RTS, IB_QPS_INIT };
+
+static void qp_srq_desc(const enum ib_qp_state *state, char *desc)
+{
+	strscpy(desc, *state == IB_QPS_RTS ? "connected" : "never_connected",
+		KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(qp_srq, qp_srq_states, qp_srq_desc);
+
 /*
  * A QP whose receives come from an SRQ: those it took from the SRQ are
  * not its to flush, no marker can follow them (it takes no receive of its
@@ -3840,10 +3851,14 @@ static int srq_destroyer_fn(void *data)
  * kevd_destroy_qp() waits for, as ib_drain_qp() does: every completion
  * reaches the upcall, with the QP's context, before the QP goes. Before,
  * the drain ended at the send marker and the QP was destroyed with four
- * receives still to come, which would have named a freed QP.
+ * receives still to come, which would have named a freed QP. A QP that
+ * never reached RTR (param: a request not accepted) took nothing from
+ * the SRQ and is not waited for: not every HCA raises the event for it.
  */
 static void kevd_consumer_destroy_qp_srq(struct kunit *test)
 {
+	enum ib_qp_state state = *(const enum ib_qp_state *)test->param_value;
+	bool connected = state == IB_QPS_RTS;
 	struct srq_destroyer *d = kunit_kzalloc(test, sizeof(*d), GFP_KERNEL);
 	struct qp_end *q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
 	struct kevd_upcall up = { qp_end_upcall, q };
@@ -3879,7 +3894,8 @@ static void kevd_consumer_destroy_qp_srq(struct kunit *test)
 	q->ctx = qp->qp_context;
 	fake_qp_flush_on_error(qp);
 	fake_qp_use_srq(qp);
-	for (i = 0; i < QP_END_SENDS; i++) {
+	fake_qp_set_state(qp, state);
+	for (i = 0; connected && i < QP_END_SENDS; i++) {
 		struct ib_send_wr wr = {
 			.wr_id = i, .opcode = IB_WR_SEND,
 			.send_flags = IB_SEND_SIGNALED,
@@ -3889,7 +3905,7 @@ static void kevd_consumer_destroy_qp_srq(struct kunit *test)
 	}
 	/* its receives come from the SRQ: four in progress */
 	KUNIT_EXPECT_EQ(test, ib_post_recv(qp, &rwr, &bad_recv), -EINVAL);
-	for (i = 0; i < QP_END_RECVS; i++)
+	for (i = 0; connected && i < QP_END_RECVS; i++)
 		KUNIT_EXPECT_EQ(test, fake_qp_srq_take(qp, 100 + i), 0);
 	d->qp = qp;
 	t = kthread_run(srq_destroyer_fn, d, "kevd_cons_srq");
@@ -3898,7 +3914,10 @@ static void kevd_consumer_destroy_qp_srq(struct kunit *test)
 		KUNIT_FAIL(test, "kthread_run: %ld", PTR_ERR(t));
 		goto out;
 	}
-	/* it waits for the event; before, it destroyed the QP without it */
+	/*
+	 * Connected, it waits for the event; before, it destroyed the QP
+	 * without it. Never connected, it does not; before, it waited.
+	 */
 	end = jiffies + CONS_WAIT;
 	do {
 		done = completion_done(&d->done);
@@ -3907,10 +3926,10 @@ static void kevd_consumer_destroy_qp_srq(struct kunit *test)
 			break;
 		schedule_timeout_uninterruptible(1);
 	} while (time_before(jiffies, end));
-	KUNIT_EXPECT_TRUE(test, waited);
+	KUNIT_EXPECT_EQ(test, waited, connected);
 	if (waited)		/* unless its wait ran out meanwhile */
 		KUNIT_EXPECT_EQ(test, fake_qp_last_wqe(hca, qp, 0),
-				QP_END_RECVS);
+				connected ? QP_END_RECVS : 0);
 	KUNIT_EXPECT_TRUE(test, wait_for_completion_timeout(&d->done,
 							    CONS_WAIT));
 	KUNIT_EXPECT_EQ(test, d->rc, 0);
@@ -3918,7 +3937,7 @@ static void kevd_consumer_destroy_qp_srq(struct kunit *test)
 	/* all of them, in order, with its context: read before it went */
 	kevd_test_flush_pollers(test);
 	KUNIT_EXPECT_EQ(test, atomic_read(&q->calls),
-			QP_END_SENDS + QP_END_RECVS);
+			connected ? QP_END_SENDS + QP_END_RECVS : 0);
 	KUNIT_EXPECT_EQ(test, atomic_read(&q->bad), 0);
 out:
 	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
@@ -7314,7 +7333,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_unowned_pins_kevd),
 	KUNIT_CASE(kevd_consumer_reap_forgets_upcall),
 	KUNIT_CASE_PARAM(kevd_consumer_destroy_qp_drains, qp_end_gen_params),
-	KUNIT_CASE(kevd_consumer_destroy_qp_srq),
+	KUNIT_CASE_PARAM(kevd_consumer_destroy_qp_srq, qp_srq_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_overrun_after_resize),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),

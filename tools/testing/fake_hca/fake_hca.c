@@ -86,6 +86,7 @@ struct fake_qp {
 	bool flush_on_error;	/* fake_qp_flush_on_error() */
 	bool in_error;		/* ...and moved to error since */
 	bool srq_held;		/* fake_qp_use_srq(): rq until last WQE */
+	enum ib_qp_state state;	/* what the query says: ERR unless set */
 	struct ib_srq srq;	/* what ibqp.srq points to, then */
 };
 
@@ -403,7 +404,7 @@ static int fake_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 
 	memset(attr, 0, sizeof(*attr));
 	memset(init, 0, sizeof(*init));
-	attr->qp_state = IB_QPS_ERR;
+	attr->qp_state = READ_ONCE(fqp->state);
 	attr->cap.max_send_wr = fqp->max_wr;
 	attr->cap.max_recv_wr = ibqp->srq ? 0 : fqp->max_wr;
 	init->cap = attr->cap;
@@ -425,6 +426,7 @@ static int fake_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 		return -EOPNOTSUPP;
 	spin_lock_irqsave(&fqp->lock, flags);
 	fqp->to_error++;
+	WRITE_ONCE(fqp->state, IB_QPS_ERR);
 	flush = fqp->flush_on_error;
 	fqp->in_error = flush;
 	spin_unlock_irqrestore(&fqp->lock, flags);
@@ -1219,6 +1221,7 @@ struct ib_qp *fake_qp_create(struct fake_hca *hca, struct ib_cq *cq,
 		return ERR_PTR(-ENOMEM);
 	spin_lock_init(&fqp->lock);
 	fqp->max_wr = max_wr;
+	fqp->state = IB_QPS_ERR;
 	fqp->ibqp.device = &hca->ibdev;
 	fqp->ibqp.real_qp = &fqp->ibqp;
 	fqp->ibqp.send_cq = cq;
@@ -1281,6 +1284,18 @@ void fake_qp_use_srq(struct ib_qp *qp)
 	spin_unlock_irqrestore(&fqp->lock, flags);
 }
 EXPORT_SYMBOL_GPL(fake_qp_use_srq);
+
+/**
+ * fake_qp_set_state() - the state ib_query_qp() reports for the QP.
+ * @qp: the QP.
+ * @state: the state (a new fake QP reports IB_QPS_ERR), until the next
+ *	move to error.
+ */
+void fake_qp_set_state(struct ib_qp *qp, enum ib_qp_state state)
+{
+	WRITE_ONCE(to_fqp(qp)->state, state);
+}
+EXPORT_SYMBOL_GPL(fake_qp_set_state);
 
 /**
  * fake_qp_srq_take() - the QP took a receive from its SRQ.

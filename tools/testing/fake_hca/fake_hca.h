@@ -111,6 +111,7 @@ u32 fake_qp_to_error(struct ib_qp *qp);
 int fake_qp_flush(struct ib_qp *qp);
 void fake_qp_flush_on_error(struct ib_qp *qp);
 void fake_qp_use_srq(struct ib_qp *qp);
+void fake_qp_set_state(struct ib_qp *qp, enum ib_qp_state state);
 int fake_qp_srq_take(struct ib_qp *qp, u64 wr_id);
 int fake_qp_last_wqe(struct fake_hca *hca, struct ib_qp *qp, int destroyed);
 bool fake_qp_srq_waited(struct fake_hca *hca, struct ib_qp *qp,
