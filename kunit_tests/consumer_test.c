@@ -3672,6 +3672,63 @@ static void qp_end_desc(const bool *muted, char *desc)
 KUNIT_ARRAY_PARAM(qp_end, qp_end_muted, qp_end_desc);
 
 /*
+ * An EVD whose upcall checks @q, on a new strict fake HCA (*@hca), with a
+ * fake QP (*@qp) that flushes when it goes to error; @solicited_only as
+ * the EVD's attribute.
+ */
+static struct kevd *qp_end_env(struct kunit *test, struct qp_end *q,
+			       bool solicited_only, struct fake_hca **hca,
+			       struct ib_qp **qp)
+{
+	struct kevd_upcall up = { qp_end_upcall, q };
+	struct kevd_attr attr;
+	struct kevd *evd;
+
+	q->next_recv = 100;
+	*hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = up;
+	attr.solicited_only = solicited_only;
+	evd = kevd_create(fake_hca_ibdev(*hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	*qp = fake_qp_create(*hca, kevd_cq(evd), 8);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, *qp);
+	q->ctx = (*qp)->qp_context;
+	fake_qp_flush_on_error(*qp);
+	return evd;
+}
+
+/* QP_END_SENDS signalled sends (cookies 0 and up) on @qp. */
+static void qp_end_sends(struct kunit *test, struct ib_qp *qp)
+{
+	const struct ib_send_wr *bad;
+	int i;
+
+	for (i = 0; i < QP_END_SENDS; i++) {
+		struct ib_send_wr wr = {
+			.wr_id = i, .opcode = IB_WR_SEND,
+			.send_flags = IB_SEND_SIGNALED,
+		};
+
+		KUNIT_EXPECT_EQ(test, ib_post_send(qp, &wr, &bad), 0);
+	}
+}
+
+/* Upcalls torn down, then the EVD and the fake HCA go. */
+static void qp_end_free(struct kunit *test, struct kevd *evd,
+			struct fake_hca *hca)
+{
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/*
  * kevd_destroy_qp() takes a QP's completions out of kevd before it
  * destroys the QP, as ib_drain_qp() does for ib_core's CQs: it moves the
  * QP to error, and every work request in flight reaches the upcall,
@@ -3684,44 +3741,21 @@ KUNIT_ARRAY_PARAM(qp_end, qp_end_muted, qp_end_desc);
 static void kevd_consumer_destroy_qp_drains(struct kunit *test)
 {
 	struct qp_end *q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
-	struct kevd_upcall up = { qp_end_upcall, q };
-	const struct ib_send_wr *bad_send;
+	bool muted = *(const bool *)test->param_value;
 	const struct ib_recv_wr *bad_recv;
 	struct fake_cq_stats st;
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	struct kevd *evd;
 	struct ib_qp *qp;
 	u64 notified;
 	int i, rc;
 
 	KUNIT_ASSERT_NOT_NULL(test, q);
-	q->next_recv = 100;
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 16;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = up;
-	attr.solicited_only = *(const bool *)test->param_value;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
-	if (attr.solicited_only)
+	evd = qp_end_env(test, q, muted, &hca, &qp);
+	if (muted)
 		KUNIT_EXPECT_EQ(test, rdma_set_cq_moderation(kevd_cq(evd),
 							     U16_MAX, 0), 0);
-	qp = fake_qp_create(hca, kevd_cq(evd), 8);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qp);
-	q->ctx = qp->qp_context;
-	fake_qp_flush_on_error(qp);
-	for (i = 0; i < QP_END_SENDS; i++) {
-		struct ib_send_wr wr = {
-			.wr_id = i, .opcode = IB_WR_SEND,
-			.send_flags = IB_SEND_SIGNALED,
-		};
-
-		KUNIT_EXPECT_EQ(test, ib_post_send(qp, &wr, &bad_send), 0);
-	}
+	qp_end_sends(test, qp);
 	for (i = 0; i < QP_END_RECVS; i++) {
 		struct ib_recv_wr wr = { .wr_id = 100 + i };
 
@@ -3737,16 +3771,13 @@ static void kevd_consumer_destroy_qp_drains(struct kunit *test)
 		fake_qp_destroy(qp);
 	KUNIT_EXPECT_EQ(test, fake_hca_qps_destroyed(hca), 1);
 	fake_cq_stats(kevd_cq(evd), &st);
-	if (attr.solicited_only)	/* muted: kevd polled for them itself */
+	if (muted)		/* kevd polled for them itself */
 		KUNIT_EXPECT_EQ(test, st.notifications, notified);
 	kevd_test_flush_pollers(test);
 	KUNIT_EXPECT_EQ(test, atomic_read(&q->calls),
 			QP_END_SENDS + QP_END_RECVS);
 	KUNIT_EXPECT_EQ(test, atomic_read(&q->bad), 0);
-	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
-						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
-	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
-	fake_hca_destroy(hca);
+	qp_end_free(test, evd, hca);
 }
 
 /* The next event of @aevd is @evd's overflow, and nothing after it. */
@@ -3861,13 +3892,10 @@ static void kevd_consumer_destroy_qp_srq(struct kunit *test)
 	bool connected = state == IB_QPS_RTS;
 	struct srq_destroyer *d = kunit_kzalloc(test, sizeof(*d), GFP_KERNEL);
 	struct qp_end *q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
-	struct kevd_upcall up = { qp_end_upcall, q };
 	struct ib_recv_wr rwr = { .wr_id = 100 };
-	const struct ib_send_wr *bad_send;
 	const struct ib_recv_wr *bad_recv;
 	struct task_struct *t;
 	struct fake_hca *hca;
-	struct kevd_attr attr;
 	unsigned long end;
 	struct kevd *evd;
 	struct ib_qp *qp;
@@ -3878,31 +3906,12 @@ static void kevd_consumer_destroy_qp_srq(struct kunit *test)
 #ifndef KEVD_HAVE_QP_SRQ_COMPLETION
 	kunit_skip(test, "this ib_core counts no Last WQE Reached event");
 #endif
-	q->next_recv = 100;
 	init_completion(&d->done);
-	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
-	kevd_attr_init(&attr);
-	attr.qlen = 16;
-	attr.flags = KEVD_DTO_FLAG;
-	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
-	attr.upcall = up;
-	evd = kevd_create(fake_hca_ibdev(hca), &attr);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
-	qp = fake_qp_create(hca, kevd_cq(evd), 8);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qp);
-	q->ctx = qp->qp_context;
-	fake_qp_flush_on_error(qp);
+	evd = qp_end_env(test, q, false, &hca, &qp);
 	fake_qp_use_srq(qp);
 	fake_qp_set_state(qp, state);
-	for (i = 0; connected && i < QP_END_SENDS; i++) {
-		struct ib_send_wr wr = {
-			.wr_id = i, .opcode = IB_WR_SEND,
-			.send_flags = IB_SEND_SIGNALED,
-		};
-
-		KUNIT_EXPECT_EQ(test, ib_post_send(qp, &wr, &bad_send), 0);
-	}
+	if (connected)
+		qp_end_sends(test, qp);
 	/* its receives come from the SRQ: four in progress */
 	KUNIT_EXPECT_EQ(test, ib_post_recv(qp, &rwr, &bad_recv), -EINVAL);
 	for (i = 0; connected && i < QP_END_RECVS; i++)
@@ -3940,10 +3949,7 @@ static void kevd_consumer_destroy_qp_srq(struct kunit *test)
 			connected ? QP_END_SENDS + QP_END_RECVS : 0);
 	KUNIT_EXPECT_EQ(test, atomic_read(&q->bad), 0);
 out:
-	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(evd, KEVD_UPCALL_TEARDOWN,
-						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
-	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
-	fake_hca_destroy(hca);
+	qp_end_free(test, evd, hca);
 }
 
 /* @act(@evd) from @task's own poll of the CQ, once; its result. */

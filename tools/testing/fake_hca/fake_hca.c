@@ -1263,7 +1263,7 @@ EXPORT_SYMBOL_GPL(fake_qp_flush_on_error);
  * fake_qp_use_srq() - the QP's receives come from a shared receive queue.
  * @qp: a QP nothing was posted to yet.
  *
- * Its own post_recv fails (-EINVAL, as rxe's and mlx5's do); the test
+ * Its own post_recv fails (-EINVAL, as rxe's and siw's do); the test
  * gives it receives it took from the SRQ (fake_qp_srq_take()), in
  * progress. In error, they stay until fake_qp_last_wqe() flushes them
  * and raises IB_EVENT_QP_LAST_WQE_REACHED, as an HCA does once the QP
