@@ -273,21 +273,34 @@ static int kc_wait(struct kevd *evd, struct kevd_event *ev, bool skip_dto)
 	return ret;
 }
 
+/*
+ * Take the first event of a new connection. It comes up with ESTABLISHED
+ * (or is refused), never DISCONNECTED: one before ESTABLISHED is the last
+ * connection's (siw's TERMINATE in the memory-window round broke it),
+ * held behind that connection's flushes until after kc_connection_end()
+ * looked (as kc_no_listener() passes it over). On the requester's EVD and
+ * on the accepter's alike.
+ */
+static int kc_wait_up(struct kevd *evd, struct kevd_event *ev, bool skip_dto)
+{
+	int ret;
+
+	do {
+		ret = kc_wait(evd, ev, skip_dto);
+	} while (!ret &&
+		 ev->event_number == KEVD_CONNECTION_EVENT_DISCONNECTED);
+	return ret;
+}
+
 static int kc_expect(struct kc_dev *d, struct kevd *evd, u32 number,
 		     struct kevd_event *ev, const char *what)
 {
 	int ret;
 
-	/*
-	 * A connection comes up with ESTABLISHED (or is refused), never
-	 * DISCONNECTED: one before ESTABLISHED is the last connection's,
-	 * held behind that connection's flushes until after
-	 * kc_connection_end() looked (as kc_no_listener() passes it over).
-	 */
-	do {
+	if (number == KEVD_CONNECTION_EVENT_ESTABLISHED)
+		ret = kc_wait_up(evd, ev, true);
+	else
 		ret = kc_wait(evd, ev, true);
-	} while (!ret && number == KEVD_CONNECTION_EVENT_ESTABLISHED &&
-		 ev->event_number == KEVD_CONNECTION_EVENT_DISCONNECTED);
 	if (!ret && ev->event_number == number)
 		return 0;
 	pr_err("kevd-e2e-cm: %s: %s: got %d, event %#x\n", d->name, what, ret,
@@ -681,7 +694,7 @@ static int kc_establish(struct kc_dev *d, struct kc_active *a,
 	if (!ret && prepost)
 		ret = kc_send(d, a->id->qp);
 	if (!ret)
-		ret = kc_wait(d->p_evd, &ev, false);
+		ret = kc_wait_up(d->p_evd, &ev, false);
 	if (!ret && ev.event_number == KEVD_CONNECTION_EVENT_ESTABLISHED &&
 	    ev.connection.ep == d)
 		est++;
