@@ -121,6 +121,7 @@ static void kevd_set_overflowed(struct kevd *evd)
 
 	spin_lock_irqsave(&evd->lock, flags);
 	WRITE_ONCE(evd->state, evd->state | KEVD_STATE_OVERFLOWED);
+	evd->overflow_marks++;
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
 
@@ -883,7 +884,8 @@ EXPORT_SYMBOL_GPL(kevd_post_ib_event);
  * @qlen: the new minimum queue length.
  *
  * No queued or incoming event is lost or reordered, also while producers
- * and upcalls run. A successful resize also clears the overflowed state.
+ * and upcalls run. A successful resize also clears the overflowed state,
+ * unless an event was dropped while it ran.
  * The events of an upcall batch that is running are no longer queued:
  * they do not count. If a policy change gives some back and the queue
  * has no room for them then, it grows to take them.
@@ -916,7 +918,7 @@ EXPORT_SYMBOL_GPL(kevd_post_ib_event);
  */
 int kevd_resize(struct kevd *evd, u32 qlen)
 {
-	u32 actual, unraised = 0;
+	u32 actual, unraised = 0, marks = 0;
 	bool missed = false;
 	unsigned long flags;
 	int ret = 0;
@@ -940,6 +942,7 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 	else
 		evd->resize_qlen = actual;
 	unraised = evd->cq_overruns_unraised;
+	marks = evd->overflow_marks;
 	spin_unlock_irqrestore(&evd->lock, flags);
 	if (!ret)
 		ret = kevd_cq_fit(evd, qlen, actual);
@@ -949,9 +952,11 @@ int kevd_resize(struct kevd *evd, u32 qlen)
 	spin_lock_irqsave(&evd->lock, flags);
 	if (evd->resize_qlen) {
 		evd->resize_qlen = 0;
-		if (!ret) {
+		/* an event dropped during the resize was lost after it began */
+		if (!ret && evd->overflow_marks == marks)
 			WRITE_ONCE(evd->state,
 				   evd->state & ~KEVD_STATE_OVERFLOWED);
+		if (!ret) {
 			/*
 			 * The next CQ overrun raises the overflow again; one
 			 * that came during the resize, unraised, raises it now.

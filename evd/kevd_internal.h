@@ -337,6 +337,8 @@ struct kevd_direct {
  *	kevd_resize() since; under @lock.
  * @cq_overruns_unraised: CQ overruns that raised none (@cq_overrun_raised
  *	was set); under @lock: a resize that one came during raises it.
+ * @overflow_marks: times @state was marked OVERFLOWED; under @lock: a
+ *	resize that one came during leaves the state set.
  * @arm_failed: the last ib_req_notify_cq() failed (owner only): the CQ is
  *	polled on every pass until an arm succeeds.
  * @poll_failed: the last ib_poll_cq() failed, and no arm came since
@@ -419,6 +421,7 @@ struct kevd {
 	bool cq_error_reported;
 	bool cq_overrun_raised;
 	u32 cq_overruns_unraised;
+	u32 overflow_marks;
 	bool arm_failed;
 	bool poll_failed;
 	bool poll_warned;

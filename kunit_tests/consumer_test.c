@@ -3847,6 +3847,76 @@ static void kevd_consumer_cq_overrun_after_resize(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* The drop a resize meets: one more connection event on a full EVD. */
+struct resize_drop {
+	struct kevd *evd;
+	int rc;
+	int calls;
+};
+
+static void resize_drop_hook(struct ib_cq *cq, void *ctx)
+{
+	struct kevd_event ev = { .event_number = KEVD_CONNECTION_EVENT_BROKEN };
+	struct resize_drop *r = ctx;
+
+	if (!r->calls++)
+		r->rc = kevd_post_event(r->evd, &ev);
+}
+
+/*
+ * A resize clears OVERFLOWED, the consumer's remedy (api.rst). An event
+ * dropped while the resize runs was lost after the consumer chose it:
+ * the EVD stays overflowed, and the drop's overflow event is on the
+ * async EVD. Before, the resize's end cleared the state that drop set.
+ */
+static void kevd_consumer_resize_keeps_drop(struct kunit *test)
+{
+	struct kevd_event conn = { .event_number = KEVD_CONNECTION_EVENT_BROKEN };
+	struct resize_drop r = { };
+	struct kevd_attr attr;
+	struct kevd *aevd, *evd;
+	struct fake_hca *hca;
+	struct kevd_param p;
+	u32 i;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	aevd = cons_create(test, 8, KEVD_ASYNC_FLAG, KEVD_UPCALL_DISABLE, NULL,
+			   NULL);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_DTO_FLAG | KEVD_SOFTWARE_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	attr.async_evd = aevd;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	for (i = 0; i < p.qlen; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(evd, NULL), 0);
+	for (i = 0; i < HEADROOM; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_event(evd, &conn), 0);
+	KUNIT_EXPECT_EQ(test, cons_state(evd) & KEVD_STATE_OVERFLOWED, 0U);
+
+	/* the CQ follows the queue length: the resize resizes it first */
+	r.evd = evd;
+	fake_cq_set_resize_hook(kevd_cq(evd), resize_drop_hook, &r);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 2 * p.qlen), 0);
+	fake_cq_set_resize_hook(kevd_cq(evd), NULL, NULL);
+	KUNIT_ASSERT_EQ(test, r.calls, 1);
+	KUNIT_EXPECT_EQ(test, r.rc, -EOVERFLOW);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.stats.drops, 1ULL);
+	KUNIT_EXPECT_NE(test, p.state & KEVD_STATE_OVERFLOWED, 0U);
+	overrun_expect_one(test, aevd, evd);
+
+	/* a resize with no drop during it is the remedy again */
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, 4 * p.qlen), 0);
+	KUNIT_EXPECT_EQ(test, cons_state(evd) & KEVD_STATE_OVERFLOWED, 0U);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(aevd), 0);
+	fake_hca_destroy(hca);
+}
+
 /* A thread in kevd_destroy_qp(), and its result. */
 struct srq_destroyer {
 	struct ib_qp *qp;
@@ -7341,6 +7411,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM(kevd_consumer_destroy_qp_drains, qp_end_gen_params),
 	KUNIT_CASE_PARAM(kevd_consumer_destroy_qp_srq, qp_srq_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_overrun_after_resize),
+	KUNIT_CASE(kevd_consumer_resize_keeps_drop),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),
