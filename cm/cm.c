@@ -936,7 +936,7 @@ static int kevd_cm_removal(struct kevd_cm *cm, struct rdma_cm_id *id,
  * UNREACHABLE for one on RoCE when the peer's neighbour entry changes;
  * the id stays connected for rdma_cm), or a reject of it (ib_cm passes a
  * REJ on to an established id): BROKEN, as the DAT mapping says (an
- * error, "or BROKEN once established"; not TIMED_OUT, a connect's). It
+ * error, "or BROKEN once established"; not UNREACHABLE, a connect's). It
  * ends the connection as DISCONNECTED does: the QP goes to error and its
  * flushes come first; the DISCONNECTED that follows when the id is
  * disconnected is not posted, nor is another error event or reject. The
@@ -1012,10 +1012,10 @@ static int kevd_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 			return 0;
 		if (cm->conn_evd && cm->conn == KEVD_CM_UP)
 			return kevd_cm_broken(cm, id, ev);
-		num = ev->status == -ETIMEDOUT ?
-		      KEVD_CONNECTION_EVENT_TIMED_OUT :
-		      KEVD_CONNECTION_EVENT_UNREACHABLE;
-		return kevd_cm_connection(cm, id, ev, num, false);
+		/* whatever the status, as uDAPL's rdma_cm provider maps them */
+		return kevd_cm_connection(cm, id, ev,
+					  KEVD_CONNECTION_EVENT_UNREACHABLE,
+					  false);
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		return kevd_cm_removal(cm, id, ev);
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:

@@ -106,15 +106,19 @@ static const struct cm_map_case {
 	{ RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH, CM_CONN,
 	  KEVD_CONNECTION_EVENT_UNREACHABLE },
 	{ RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT, CM_CONN,
-	  KEVD_CONNECTION_EVENT_TIMED_OUT },
+	  KEVD_CONNECTION_EVENT_UNREACHABLE },
 	{ RDMA_CM_EVENT_ROUTE_RESOLVED, 0, CM_CHAIN },
 	{ RDMA_CM_EVENT_ROUTE_ERROR, -ENETUNREACH, CM_CONN,
 	  KEVD_CONNECTION_EVENT_UNREACHABLE },
 	{ RDMA_CM_EVENT_CONNECT_RESPONSE, 0, CM_CHAIN },
 	{ RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET, CM_CONN,
 	  KEVD_CONNECTION_EVENT_UNREACHABLE },
+	{ RDMA_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT, CM_CONN,
+	  KEVD_CONNECTION_EVENT_UNREACHABLE },
+	{ RDMA_CM_EVENT_ROUTE_ERROR, -ETIMEDOUT, CM_CONN,
+	  KEVD_CONNECTION_EVENT_UNREACHABLE },
 	{ RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, CM_CONN,
-	  KEVD_CONNECTION_EVENT_TIMED_OUT },
+	  KEVD_CONNECTION_EVENT_UNREACHABLE },
 	{ RDMA_CM_EVENT_UNREACHABLE, -EHOSTUNREACH, CM_CONN,
 	  KEVD_CONNECTION_EVENT_UNREACHABLE },
 	{ RDMA_CM_EVENT_REJECTED, IB_CM_REJ_CONSUMER_DEFINED, CM_CONN,
@@ -893,9 +897,9 @@ static bool cm_next(struct kunit *test, struct kevd *evd,
  * as DISCONNECTED does: the QP goes to error and its flushes come first.
  * Error events before and after the DISCONNECTED that follows when the
  * id is disconnected, and that DISCONNECTED, are no second end: a
- * completion added after them comes next. Before, the endpoint got
- * TIMED_OUT, a connect's error, with its QP left as it was, and then a
- * DISCONNECTED.
+ * completion added after them comes next. Before, the endpoint got a
+ * connect's error (then TIMED_OUT), with its QP left as it was, and then
+ * a DISCONNECTED.
  */
 static void kevd_cm_broken_once_established(struct kunit *test)
 {
@@ -988,8 +992,9 @@ static void cm_fire_expect(struct kunit *test, struct rdma_cm_id *id,
  * raises one on a RoCE neighbour change in any state) posts nothing. A
  * reject of an established connection (ib_cm passes a REJ on to it) is
  * BROKEN, and the DISCONNECTED and the reject after it post nothing.
- * Before, the first got TIMED_OUT after its NON_PEER_REJECTED, and the
- * second NON_PEER_REJECTED after ESTABLISHED, then DISCONNECTED.
+ * Before, the first got an error (then TIMED_OUT) after its
+ * NON_PEER_REJECTED, and the second NON_PEER_REJECTED after ESTABLISHED,
+ * then DISCONNECTED.
  */
 static void kevd_cm_rejected_ends_once(struct kunit *test)
 {

@@ -42,7 +42,10 @@ struct kevd;
  * @KEVD_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR: accept failed.
  * @KEVD_CONNECTION_EVENT_DISCONNECTED: the connection is closed.
  * @KEVD_CONNECTION_EVENT_BROKEN: the connection broke.
- * @KEVD_CONNECTION_EVENT_TIMED_OUT: connecting timed out.
+ * @KEVD_CONNECTION_EVENT_TIMED_OUT: connecting timed out (a consumer's
+ *	own connect timer posts it, once it destroyed the id:
+ *	kevd_cm_bind() maps rdma_cm's errors, timeouts included, to
+ *	UNREACHABLE).
  * @KEVD_CONNECTION_EVENT_UNREACHABLE: the peer is unreachable.
  * @KEVD_ASYNC_ERROR_EVD_OVERFLOW: an EVD had to drop an event; the handle
  *	is the EVD that overflowed.
