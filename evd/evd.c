@@ -1142,7 +1142,7 @@ static int kevd_wait_begin(struct kevd *evd, u32 threshold, bool sleeps,
 		evd->wait_threshold = threshold;
 		/* a pull passes over a CQ: only then may the waiter pass */
 		if (evd->cq)
-			WRITE_ONCE(evd->wait_poller, kevd_current_poller());
+			WRITE_ONCE(evd->wait_poller, kevd_poll_wait_enter());
 		WRITE_ONCE(evd->state, evd->state | KEVD_STATE_WAITED);
 	} else {
 		/* under the lock: a free waiting meanwhile may return after */
@@ -1164,6 +1164,7 @@ static void kevd_wait_end(struct kevd *evd, int ret, u32 *nmore)
 
 	spin_lock_irqsave(&evd->lock, flags);
 	WRITE_ONCE(evd->waiter, NULL);
+	kevd_poll_wait_leave(evd->wait_poller);
 	WRITE_ONCE(evd->wait_poller, NULL);
 	WRITE_ONCE(evd->state, evd->state & ~KEVD_STATE_WAITED);
 	/* a notification the handler gave the waiter goes to a poller */

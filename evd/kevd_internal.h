@@ -709,6 +709,8 @@ bool kevd_poll_take(struct kevd *evd);
 bool kevd_poll_own_pull(struct kevd *evd);
 bool kevd_poll_queued_here(struct kevd *evd);
 void kevd_poll_move_off_here(struct kevd *evd);
+struct kevd_poller *kevd_poll_wait_enter(void);
+void kevd_poll_wait_leave(struct kevd_poller *w);
 void kevd_poll_release(struct kevd *evd, bool again);
 bool kevd_poll_mark_missed(struct kevd *evd);
 struct kevd_batch *kevd_poller_current_batch(struct kevd *evd);

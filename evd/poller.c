@@ -38,7 +38,10 @@
  * Slow upcalls: an upcall runs in its poller thread. kevd_schedule()
  * avoids pollers that are inside an upcall, but an EVD that an upcall
  * waits on is queued on that upcall's poller, whose thread makes the
- * pass (kevd_poll_queued_here()). An upcall batch that took longer
+ * pass (kevd_poll_queued_here()); so is one another poller keeps for
+ * another pass (kevd_poller_requeue()) or holds in a round it publishes
+ * or sheds (kevd_poller_take_waited()): it may run an upcall that waits
+ * for the waiter's before it comes back to it. An upcall batch that took longer
  * than KEVD_SLOW_UPCALL_NS (or slept that long) marks its EVD slow, and
  * before a poller runs upcalls of a slow EVD it passes the
  * other EVDs it holds to the next poller not inside an upcall (if every
@@ -120,6 +123,9 @@ struct kevd_poller {
  * @hp_state: the CPU hotplug state of kevd_poller_cpu_online() and
  *	kevd_poller_cpu_down(), or 0.
  * @idle_waits: kevd_poll_wait_idle() calls in progress.
+ * @poller_waits: kevd_wait() calls registered on a poller thread
+ *	(kevd_poll_wait_enter()): while there are any, a poller that
+ *	publishes its round looks for the EVDs they wait on.
  */
 static struct kevd_pool {
 	struct kevd_poller *pollers;
@@ -128,6 +134,7 @@ static struct kevd_pool {
 	kevd_pass_fn pass;
 	int hp_state;
 	atomic_t idle_waits ____cacheline_aligned_in_smp;
+	atomic_t poller_waits;
 } kevd_pool;
 
 /**
@@ -213,6 +220,8 @@ static struct kevd_poller *kevd_poller_free(struct kevd *evd)
 
 static void kevd_poller_move_on(struct kevd_poller *p, struct kevd *evd,
 				bool own);
+static void kevd_poller_move(struct kevd_poller *p, struct kevd *evd,
+			     struct kevd_poller *q, bool own);
 
 /*
  * @evd was just added to a run list, under that list's lock: if it is
@@ -245,28 +254,82 @@ static void kevd_poller_enqueue(struct kevd_poller *p, struct kevd *evd)
  * else: an upcall that schedules an EVD and then waits for what its
  * upcall does would wait for itself.
  *
- * The wait may end between the read of wait_poller and the enqueue:
- * its kevd_poll_move_off_here() looked at that poller's lists before
+ * The wait may end, or begin, between the read of wait_poller and the
+ * enqueue: a waiter that leaves (kevd_poll_move_off_here()), or one that
+ * arrives and pulls (kevd_poll_take()), looked at the run lists before
  * @evd was there. Both look under the poller's lock, the waiter after
- * clearing wait_poller, this after queuing: one of them sees the other,
- * and moves @evd on. Once queued, @evd may be freed by another thread:
- * its memory stays for the RCU read section.
+ * writing wait_poller, this after queuing: one of them sees the other,
+ * and moves (or takes) @evd. Once queued, @evd may be freed by another
+ * thread: its memory stays for the RCU read section.
  */
 static void kevd_poller_queue(struct kevd *evd)
 {
-	struct kevd_poller *w = READ_ONCE(evd->wait_poller);
+	struct kevd_poller *w = READ_ONCE(evd->wait_poller), *now;
+	struct kevd_poller *to = w ?: kevd_poller_free(evd) ?: evd->home;
 
 	rcu_read_lock();
-	kevd_poller_enqueue(w ?: kevd_poller_free(evd) ?: evd->home, evd);
-	if (w && READ_ONCE(evd->wait_poller) != w)
-		kevd_poller_move_on(w, evd, false);
+	kevd_poller_enqueue(to, evd);
+	now = READ_ONCE(evd->wait_poller);
+	if (now != w)
+		kevd_poller_move(to, evd, now ?: kevd_poller_free(evd), false);
 	rcu_read_unlock();
 }
 
-/* Called by @p's own thread for an EVD it owns: wait for the next round. */
+/*
+ * Called by @p's own thread for an EVD it owns: wait for the next round.
+ * Unless an upcall on another poller waits on @evd: that poller's thread
+ * makes the pass (kevd_poller_queue()); @p may run an upcall before its
+ * next round, one that waits for the waiter's.
+ */
 static void kevd_poller_requeue(struct kevd_poller *p, struct kevd *evd)
 {
-	list_add_tail(&evd->poll_node, &p->again);
+	struct kevd_poller *w = READ_ONCE(evd->wait_poller);
+
+	if (w && w != p)
+		kevd_poller_queue(evd);
+	else
+		list_add_tail(&evd->poll_node, &p->again);
+}
+
+/*
+ * Under @q's lock: take off @q's run list the EVDs @first to @last (a
+ * poller's round, just put there) that an upcall on another poller waits
+ * on, onto @to, if any such wait is registered. A waiter that began
+ * while that round was the poller's own looked for them on the run lists
+ * before they were there, and sleeps: it is woken by a pass queued on
+ * its poller (kevd_pull_due()), which the caller makes. The waiter
+ * counts itself (kevd_poll_wait_enter()) and writes wait_poller before
+ * it looks under @q's lock; this reads both under it: one of them sees
+ * the other. The walk costs the round, and only while a wait runs on a
+ * poller thread.
+ */
+static void kevd_poller_take_waited(struct kevd_poller *q, struct kevd *first,
+				    struct kevd *last, struct list_head *to)
+{
+	struct kevd *evd = first, *tmp;
+	struct kevd_poller *w;
+
+	lockdep_assert_held(&q->lock);
+	if (!atomic_read(&kevd_pool.poller_waits))
+		return;
+	list_for_each_entry_safe_from(evd, tmp, &q->run_list, poll_node) {
+		w = READ_ONCE(evd->wait_poller);
+		if (w && w != q)
+			list_move_tail(&evd->poll_node, to);
+		if (evd == last)
+			break;
+	}
+}
+
+/* Queue each EVD of @waited (kevd_poller_take_waited()) on its waiter's. */
+static void kevd_poller_queue_waited(struct list_head *waited)
+{
+	struct kevd *evd, *tmp;
+
+	list_for_each_entry_safe(evd, tmp, waited, poll_node) {
+		list_del_init(&evd->poll_node);
+		kevd_poller_queue(evd);
+	}
 }
 
 /*
@@ -286,12 +349,14 @@ static void kevd_poller_requeue(struct kevd_poller *p, struct kevd *evd)
  */
 static void kevd_poller_publish(struct kevd_poller *p)
 {
-	struct kevd *evd, *last;
+	struct kevd *evd, *first, *last;
 	unsigned long flags;
+	LIST_HEAD(waited);
 
 	list_splice_tail_init(&p->again, &p->todo);
 	if (list_empty(&p->todo))
 		return;
+	first = list_first_entry(&p->todo, struct kevd, poll_node);
 	last = list_last_entry(&p->todo, struct kevd, poll_node);
 	spin_lock_irqsave(&p->lock, flags);
 	list_splice_init(&p->todo, &p->run_list);
@@ -303,7 +368,9 @@ static void kevd_poller_publish(struct kevd_poller *p)
 				break;
 		}
 	}
+	kevd_poller_take_waited(p, first, last, &waited);
 	spin_unlock_irqrestore(&p->lock, flags);
+	kevd_poller_queue_waited(&waited);
 }
 
 /**
@@ -632,11 +699,49 @@ bool kevd_poll_queued_here(struct kevd *evd)
 static void kevd_poller_move_on(struct kevd_poller *p, struct kevd *evd,
 				bool own)
 {
-	struct kevd_poller *q = kevd_poller_free(evd);
+	kevd_poller_move(p, evd, kevd_poller_free(evd), own);
+}
 
+/* The same, onto @q (if not NULL, nor @p). */
+static void kevd_poller_move(struct kevd_poller *p, struct kevd *evd,
+			     struct kevd_poller *q, bool own)
+{
 	if (q && q != p && ((own && kevd_poller_round_find(p, evd, true)) ||
 			    kevd_poller_run_find(p, evd, true)))
 		kevd_poller_enqueue(q, evd);
+}
+
+/**
+ * kevd_poll_wait_enter() - a wait registers: its poller, counted.
+ *
+ * For kevd_wait()'s registration (evd->wait_poller): the calling poller
+ * thread, or NULL off one. A poller's wait counts until
+ * kevd_poll_wait_leave(): meanwhile a poller that publishes its round
+ * passes the EVDs such a wait waits on to the waiter's poller
+ * (kevd_poller_publish()).
+ *
+ * Context: process context; before the waiter pulls.
+ * Return: the calling poller, or NULL.
+ */
+struct kevd_poller *kevd_poll_wait_enter(void)
+{
+	struct kevd_poller *p = kevd_current_poller();
+
+	if (p)
+		atomic_inc(&kevd_pool.poller_waits);
+	return p;
+}
+
+/**
+ * kevd_poll_wait_leave() - a wait that kevd_poll_wait_enter() counted ends.
+ * @w: what kevd_poll_wait_enter() returned.
+ *
+ * Context: any.
+ */
+void kevd_poll_wait_leave(struct kevd_poller *w)
+{
+	if (w)
+		atomic_dec(&kevd_pool.poller_waits);
 }
 
 /**
@@ -826,8 +931,9 @@ static bool kevd_poller_shed(struct kevd_poller *p)
 {
 	struct kevd_poller *to = kevd_poller_other_free(p) ?:
 				 kevd_poller_next(p);
+	struct kevd *evd, *first, *last;
 	unsigned long flags;
-	struct kevd *evd;
+	LIST_HEAD(waited);
 	LIST_HEAD(moved);
 
 	if (to == p)
@@ -842,12 +948,17 @@ static bool kevd_poller_shed(struct kevd_poller *p)
 	list_splice_tail_init(&p->again, &moved);
 	if (list_empty(&moved))
 		return true;
+	first = list_first_entry(&moved, struct kevd, poll_node);
+	last = list_last_entry(&moved, struct kevd, poll_node);
 	spin_lock_irqsave(&to->lock, flags);
 	list_for_each_entry(evd, &moved, poll_node)
 		kevd_poller_added(evd);
 	list_splice_tail(&moved, &to->run_list);
+	/* those a wait on a third poller waits on go there */
+	kevd_poller_take_waited(to, first, last, &waited);
 	spin_unlock_irqrestore(&to->lock, flags);
 	wake_up_process(to->task);
+	kevd_poller_queue_waited(&waited);
 	return true;
 }
 

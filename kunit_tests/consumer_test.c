@@ -6933,11 +6933,11 @@ static void cross_block_release(void *ctx)
 }
 
 /*
- * CPU 1's poller held inside C's upcall (@c) until cross_block_end(): a
- * pool of two pollers, one of them busy. Skips the test without them.
+ * CPU @cpu's poller held inside C's upcall (@c) until cross_block_end():
+ * a pool of two pollers, one of them busy. Skips the test without them.
  */
-static struct cross_block *cross_block_hold(struct kunit *test,
-					    struct kevd **c)
+static struct cross_block *cross_block_hold_on(struct kunit *test,
+					       struct kevd **c, int cpu)
 {
 	struct kevd_upcall up = { cross_block_upcall, NULL };
 	struct cross_block *blk;
@@ -6954,10 +6954,16 @@ static struct cross_block *cross_block_hold(struct kunit *test,
 							blk), 0);
 	up.ctx = blk;
 	*c = kevd_test_create_on(test, 16, KEVD_SOFTWARE_FLAG,
-				 KEVD_UPCALL_SINGLE_INSTANCE, &up, 0, 1);
+				 KEVD_UPCALL_SINGLE_INSTANCE, &up, 0, cpu);
 	KUNIT_ASSERT_EQ(test, kevd_post_se(*c, NULL), 0);
 	KUNIT_ASSERT_TRUE(test, kevd_test_wait_count(&blk->entered, 1));
 	return blk;
+}
+
+static struct cross_block *cross_block_hold(struct kunit *test,
+					    struct kevd **c)
+{
+	return cross_block_hold_on(test, c, 1);
 }
 
 static void cross_block_end(struct kunit *test, struct cross_block *blk,
@@ -7094,6 +7100,220 @@ static void kevd_consumer_cross_wait_other_dequeue(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(w->b, &ev), -EAGAIN);
 	cross_block_end(test, blk, c);
 	cross_wait_free(test, w);
+}
+
+/*
+ * Bounds for a failure, not syncs: Z's upcall waits this long for X's
+ * wait, which waits longer (a wait that times out pulls once more, and
+ * would then find Y on the busy poller's run list).
+ */
+#define KEPT_WAIT_Z	msecs_to_jiffies(5000)
+#define KEPT_WAIT_X_US	20000000
+
+/**
+ * struct kept_wait - X's upcall waits on Y while Y's poller keeps it.
+ * @y: DTO, upcalls disabled, on CPU 1's poller.
+ * @x: SINGLE_INSTANCE on CPU 0's; its upcall waits for two events of @y.
+ * @z: DTO, SINGLE_INSTANCE on CPU 1's, queued behind @y; its upcall
+ *	adds @y's second completion and waits for @x's wait to return.
+ * @blk0: holds CPU 0's poller until a hook lets it run @x.
+ * @x_late: @z's hook lets it, not @y's: @x's wait begins after CPU 1's
+ *	poller kept @y (nobody waited then), before @z's upcall.
+ * @x_task: the thread of @x's upcall.
+ * @fired: the hook ran (it runs once).
+ * @z_fired: @z's hook ran (it runs once).
+ * @waited: a hook saw @x's wait registered on @y.
+ * @slept: @z's hook saw @x's wait asleep.
+ * @rc: what @x's wait returned.
+ * @cookie: the cookie of the event it got.
+ * @nmore: the events it left queued.
+ * @z_saw_x: @z's upcall saw @x's wait return.
+ * @x_done: @x's wait returned.
+ * @z_done: @z's upcall returned.
+ */
+struct kept_wait {
+	struct kevd *y, *x, *z;
+	struct cross_block *blk0;
+	bool x_late;
+	struct task_struct *x_task;
+	atomic_t fired;
+	atomic_t z_fired;
+	bool waited;
+	bool slept;
+	int rc;
+	u64 cookie;
+	u32 nmore;
+	bool z_saw_x;
+	struct completion x_done;
+	struct completion z_done;
+};
+
+static void kept_wait_x_upcall(void *ctx, const struct kevd_event *ev,
+			       bool more)
+{
+	struct kept_wait *k = ctx;
+	struct kevd_event got;
+
+	WRITE_ONCE(k->x_task, current);
+	k->rc = kevd_wait(k->y, KEPT_WAIT_X_US, 2, &got, &k->nmore);
+	if (!k->rc)
+		k->cookie = got.dto.cookie;
+	complete_all(&k->x_done);
+}
+
+static void kept_wait_z_upcall(void *ctx, const struct kevd_event *ev,
+			       bool more)
+{
+	struct kept_wait *k = ctx;
+
+	fake_cq_add_cookie(kevd_cq(k->y), 2);
+	k->z_saw_x = wait_for_completion_timeout(&k->x_done, KEPT_WAIT_Z) > 0;
+	complete(&k->z_done);
+}
+
+/*
+ * At the start of CPU 1's poll of Y (its first completion): CPU 0's
+ * poller runs X, whose upcall waits on Y; once it waits, a notification
+ * for Y, which CPU 1's poller owns, makes it keep Y for another pass.
+ * Spins: CPU 0 does the rest meanwhile.
+ */
+static void kept_wait_hook(struct ib_cq *cq, void *ctx)
+{
+	unsigned long end = jiffies + CONS_WAIT;
+	struct kept_wait *k = ctx;
+	struct kevd_param p = { };
+
+	if (atomic_xchg(&k->fired, 1))
+		return;
+	if (!k->x_late) {
+		complete_all(&k->blk0->release);
+		while (!kevd_query(k->y, &p) &&
+		       !(p.state & KEVD_STATE_WAITED) &&
+		       time_before(jiffies, end))
+			cpu_relax();
+		k->waited = p.state & KEVD_STATE_WAITED;
+	}
+	fake_cq_fire(cq);
+}
+
+/*
+ * At the start of CPU 1's poll of Z, before Z's upcall (@x_late: CPU 0's
+ * poller runs X now): X's wait has looked for Y and sleeps (it looks
+ * again only when woken for Y).
+ */
+static void kept_wait_z_hook(struct ib_cq *cq, void *ctx)
+{
+	unsigned long end = jiffies + CONS_WAIT;
+	struct kept_wait *k = ctx;
+	struct task_struct *t;
+
+	if (atomic_xchg(&k->z_fired, 1))
+		return;
+	if (k->x_late)
+		complete_all(&k->blk0->release);
+	while (!((t = READ_ONCE(k->x_task)) &&
+		 (READ_ONCE(t->__state) & TASK_INTERRUPTIBLE)) &&
+	       time_before(jiffies, end))
+		cpu_relax();
+	k->slept = t && (READ_ONCE(t->__state) & TASK_INTERRUPTIBLE);
+	/* X sleeps only in its wait (no query here: it would pull Y) */
+	if (k->x_late)
+		k->waited = k->slept;
+}
+
+static const bool kept_wait_late[] = { false, true };
+
+static void kept_wait_desc(const bool *late, char *desc)
+{
+	strscpy(desc, *late ? "wait_after_keep" : "wait_during_pass",
+		KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(kept_wait, kept_wait_late, kept_wait_desc);
+
+/*
+ * X's upcall, on CPU 0's poller, waits on Y, which CPU 1's poller keeps
+ * for another pass (defer_arm, or a notification that came during its
+ * pass over Y); next in CPU 1's round is Z, whose upcall waits for X's
+ * wait, which sleeps by then. The wait began during that pass over Y, or
+ * after it (then only the round CPU 1 publishes before Z's upcall holds
+ * Y). Y's next pass is the waiter's to make, as for any EVD an upcall
+ * waits on. Before, the kept EVD stayed with CPU 1's poller, busy in Z's
+ * upcall: Z's wait for X's ran out (X's wait made the pass only when its
+ * timeout ran out, or once Z's upcall returned).
+ */
+static void kevd_consumer_cross_wait_kept_pass(struct kunit *test)
+{
+	struct kevd_upcall up = { kept_wait_x_upcall, NULL };
+	struct cross_block *blk1;
+	struct fake_hca *hca;
+	struct kevd_attr attr;
+	struct kevd_event ev;
+	struct kept_wait *k;
+	struct kevd *c0, *c1;
+
+	blk1 = cross_block_hold_on(test, &c1, 1);
+	/* not the test's: a failed assertion leaves the upcalls using it */
+	k = kzalloc(sizeof(*k), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, k);
+	k->x_late = *(const bool *)test->param_value;
+	init_completion(&k->x_done);
+	init_completion(&k->z_done);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_DTO_FLAG;
+	attr.cpu = 1;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	k->y = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, k->y);
+	KUNIT_ASSERT_EQ(test, kevd_dequeue(k->y, &ev), -EAGAIN);
+	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(k->y)));
+	up.ctx = k;
+	k->x = kevd_test_create_on(test, 16, KEVD_SOFTWARE_FLAG,
+				   KEVD_UPCALL_SINGLE_INSTANCE, &up, 0, 0);
+	attr.upcall_policy = KEVD_UPCALL_SINGLE_INSTANCE;
+	attr.upcall = (struct kevd_upcall){ kept_wait_z_upcall, k };
+	k->z = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, k->z);
+	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(k->z)));
+	k->blk0 = cross_block_hold_on(test, &c0, 0);
+
+	/* both pollers busy: each EVD goes to its home, Y before Z */
+	fake_cq_set_poll_hook(kevd_cq(k->y), kept_wait_hook, k);
+	fake_cq_set_poll_hook(kevd_cq(k->z), kept_wait_z_hook, k);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(k->y), 1), 0);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(k->z), 1), 0);
+	KUNIT_ASSERT_EQ(test, kevd_post_se(k->x, NULL), 0);
+	complete_all(&blk1->release);
+
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&k->z_done,
+							  CONS_WAIT), 0);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&k->x_done,
+							  CONS_WAIT), 0);
+	fake_cq_set_poll_hook(kevd_cq(k->y), NULL, NULL);
+	fake_cq_set_poll_hook(kevd_cq(k->z), NULL, NULL);
+	KUNIT_EXPECT_TRUE(test, k->waited);
+	KUNIT_EXPECT_TRUE(test, k->slept);
+	KUNIT_EXPECT_TRUE(test, k->z_saw_x);
+	KUNIT_EXPECT_EQ(test, k->rc, 0);
+	KUNIT_EXPECT_EQ(test, k->cookie, 1ULL);
+	KUNIT_EXPECT_EQ(test, k->nmore, 1U);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(k->y, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 2ULL);
+
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(k->x, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_modify_upcall(k->z, KEVD_UPCALL_TEARDOWN,
+						 NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(k->x), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(k->z), 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(k->y), 0);
+	cross_block_end(test, k->blk0, c0);
+	cross_block_end(test, blk1, c1);
+	fake_hca_destroy(hca);
+	kfree(k);
 }
 
 static void cross_wait_release(void *ctx)
@@ -7424,6 +7644,8 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_cross_wait_busy_pollers),
 	KUNIT_CASE(kevd_consumer_many_skips_busy_poller),
 	KUNIT_CASE(kevd_consumer_cross_wait_other_dequeue),
+	KUNIT_CASE_PARAM(kevd_consumer_cross_wait_kept_pass,
+			 kept_wait_gen_params),
 	KUNIT_CASE(kevd_consumer_cross_wait_leaves_pass),
 	KUNIT_CASE(kevd_consumer_cross_wait_arm_fails),
 	KUNIT_CASE_PARAM(kevd_consumer_free_behind_upcall,
