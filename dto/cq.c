@@ -927,7 +927,8 @@ u32 kevd_cq_drain_empty(struct kevd *evd, struct ib_wc *wcs, u32 budget,
  * @wcs: room for KEVD_BATCH work completions.
  * @budget: at most this many completions.
  *
- * The fenced events are queued only once a poll found the CQ empty: every
+ * The fenced events are queued only once a poll found the CQ empty, and
+ * only those fenced before the first poll (kevd_ring_fence_seq()): every
  * completion that was in the CQ when they were posted is then in the ring
  * before them (or once a poll fails after an IB_EVENT_CQ_ERR: the CQ
  * gives no more, and they would be held for good); and the markers of
@@ -943,17 +944,20 @@ u32 kevd_cq_drain_empty(struct kevd *evd, struct ib_wc *wcs, u32 budget,
  */
 u32 kevd_cq_unfence(struct kevd *evd, struct ib_wc *wcs, u32 budget)
 {
-	u32 done, queued, more;
+	u32 done, queued, more, last_seq;
 	bool empty;
 
 	kevd_assert_owner(evd);
+	/* only those fenced before the polls: later ones wait for the next */
+	last_seq = kevd_ring_fence_seq(&evd->ring);
 	done = kevd_cq_move(evd, wcs, budget, &empty);
 	/* a disconnected QP's flushes may still be on their way */
 	if (!empty || READ_ONCE(evd->nholds))
 		return done;
-	if (kevd_ring_unfence(&evd->ring, &queued)) {
+	if (kevd_ring_unfence(&evd->ring, &queued, last_seq)) {
 		/* no room for all of them: as a drain stopped at a full ring */
-		kevd_ring_unfence_flag(&evd->ring, &more, &evd->cq_stalled);
+		kevd_ring_unfence_flag(&evd->ring, &more, &evd->cq_stalled,
+				       last_seq);
 		queued += more;
 	}
 	if (queued && !list_empty(&evd->gated_qps))

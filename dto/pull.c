@@ -282,8 +282,9 @@ static bool kevd_pull_pass(struct kevd *evd, struct kevd_pull_to *to,
 		}
 		/*
 		 * Held events that the release at the start kept because its
-		 * poll failed: polls that work may find the CQ empty now, and
-		 * no pass may come before this pull arms and lets go.
+		 * poll failed, or that were fenced after it began: polls that
+		 * work may find the CQ empty now, and no pass may come before
+		 * this pull arms and lets go.
 		 */
 		if (unlikely(READ_ONCE(evd->ring.nfenced)) && *moved < budget)
 			*moved += kevd_pull_drain(evd, NULL, budget - *moved,

@@ -131,6 +131,9 @@ struct kevd_ring_run {
  * @fenced: connection events waiting for the CQ to be drained (struct
  *	kevd_fenced, oldest first); under @prod_lock.
  * @nfenced: their number; written under @prod_lock, read anywhere.
+ * @fence_seq: the sequence number of the last event fenced; written
+ *	under @prod_lock with release, read with acquire
+ *	(kevd_ring_fence_seq()).
  * @pstats: producer counters; written under @prod_lock.
  * @head: next slot to take, and the first that producers may not reuse;
  *	written under @cons_lock (a pop with release; a give-back, which
@@ -157,6 +160,7 @@ struct kevd_ring {
 	u32 resv;
 	spinlock_t prod_lock;	/* serialises producers */
 	u32 nfenced;
+	u32 fence_seq;
 	struct list_head fenced;
 	struct kevd_prod_stats pstats;
 
@@ -507,8 +511,10 @@ int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev,
 bool kevd_ring_fenced_has(struct kevd_ring *ring, const void *key);
 bool kevd_ring_fenced_ep(struct kevd_ring *ring, const void *ep);
 int kevd_ring_unfence_key(struct kevd_ring *ring, const void *key);
-u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued);
-u32 kevd_ring_unfence_flag(struct kevd_ring *ring, u32 *queued, bool *full);
+u32 kevd_ring_fence_seq(struct kevd_ring *ring);
+u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued, u32 last_seq);
+u32 kevd_ring_unfence_flag(struct kevd_ring *ring, u32 *queued, bool *full,
+			   u32 last_seq);
 u32 kevd_ring_drop_fenced(struct kevd_ring *ring);
 
 /**

@@ -128,6 +128,7 @@ int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom)
 	ring->head = 0;
 	ring->resv = 0;
 	ring->nfenced = 0;
+	ring->fence_seq = 0;
 	ring->nruns = 0;
 	INIT_LIST_HEAD(&ring->fenced);
 	spin_lock_init(&ring->prod_lock);
@@ -623,6 +624,7 @@ struct kevd_fenced {
 	struct list_head node;
 	struct kevd_event ev;
 	const void *key;
+	u32 seq;
 };
 
 /**
@@ -658,8 +660,11 @@ int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev,
 	} else {
 		f->ev = *ev;
 		f->key = key;
+		f->seq = ring->fence_seq + 1;
 		list_add_tail(&f->node, &ring->fenced);
 		WRITE_ONCE(ring->nfenced, ring->nfenced + 1);
+		/* what the poster did before (a drain's hold) comes first */
+		smp_store_release(&ring->fence_seq, f->seq);
 		f = NULL;
 	}
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
@@ -668,19 +673,27 @@ int kevd_ring_fence(struct kevd_ring *ring, const struct kevd_event *ev,
 }
 
 /*
- * Take the fenced events off the list: all of them, or (@room) as many as
- * the ring has room for, which are queued. Caller holds prod_lock.
+ * Take the fenced events off the list, oldest first, up to the one of
+ * sequence number @last_seq: all of them, or (@room) as many as the ring has
+ * room for, which are queued; *@full tells whether room stopped it.
+ * Caller holds prod_lock.
  */
 static u32 __kevd_ring_take_fenced(struct kevd_ring *ring,
-				   struct list_head *out, bool room)
+				   struct list_head *out, bool room, u32 last_seq,
+				   bool *full)
 {
 	struct kevd_fenced *f, *tmp;
 	u32 n = 0;
 
 	lockdep_assert_held(&ring->prod_lock);
+	*full = false;
 	list_for_each_entry_safe(f, tmp, &ring->fenced, node) {
-		if (room && !__kevd_ring_free(ring, true))
+		if ((s32)(f->seq - last_seq) > 0)
 			break;
+		if (room && !__kevd_ring_free(ring, true)) {
+			*full = true;
+			break;
+		}
 		ring->pstats.posted[KEVD_STREAM_CONNECTION]++;
 		if (room)
 			__kevd_ring_push(ring, &f->ev);
@@ -700,23 +713,47 @@ static void kevd_fenced_free(struct list_head *list)
 }
 
 /**
+ * kevd_ring_fence_seq() - the sequence number of the last event fenced.
+ * @ring: the ring.
+ *
+ * Read before a drain of the CQ that may end in kevd_ring_unfence(): the
+ * events fenced up to it were posted before the drain polled, so what
+ * the CQ held then is in the ring once it found the CQ empty. An event
+ * fenced later may follow a completion that came after the drain's last
+ * poll: it waits for the next drain (its poster scheduled one). With
+ * acquire: what a poster did before it fenced (a drain's hold, counted
+ * in nholds) is seen too.
+ *
+ * Context: any.
+ * Return: the sequence number.
+ */
+u32 kevd_ring_fence_seq(struct kevd_ring *ring)
+{
+	/* pairs with kevd_ring_fence()'s release */
+	return smp_load_acquire(&ring->fence_seq);
+}
+
+/**
  * kevd_ring_unfence() - queue the fenced events: the CQ has been drained.
  * @ring: the ring; its EVD's CQ was just found empty (kevd_cq_unfence()).
  * @queued: set to the number of events queued (the caller wakes and
  *	schedules for them).
+ * @last_seq: kevd_ring_fence_seq() before the drain: later events stay.
  *
  * Context: any; takes ring->prod_lock.
- * Return: the number of fenced events left for want of room.
+ * Return: the number of fenced events left for want of room (0 if only
+ * those fenced after @last_seq are left).
  */
-u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued)
+u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued, u32 last_seq)
 {
 	unsigned long flags;
 	LIST_HEAD(done);
+	bool full;
 	u32 left;
 
 	spin_lock_irqsave(&ring->prod_lock, flags);
-	*queued = __kevd_ring_take_fenced(ring, &done, true);
-	left = ring->nfenced;
+	*queued = __kevd_ring_take_fenced(ring, &done, true, last_seq, &full);
+	left = full ? ring->nfenced : 0;
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
 	kevd_fenced_free(&done);
 	return left;
@@ -728,17 +765,19 @@ u32 kevd_ring_unfence(struct kevd_ring *ring, u32 *queued)
  * @queued: set to the number of events queued.
  * @full: the caller's flag: set if events were left for want of room,
  *	else cleared (as kevd_ring_reserve_flag()).
+ * @last_seq: as for kevd_ring_unfence().
  *
  * Context: any; takes ring->cons_lock, then ring->prod_lock.
- * Return: the number of fenced events left for want of room.
+ * Return: as kevd_ring_unfence().
  */
-u32 kevd_ring_unfence_flag(struct kevd_ring *ring, u32 *queued, bool *full)
+u32 kevd_ring_unfence_flag(struct kevd_ring *ring, u32 *queued, bool *full,
+			   u32 last_seq)
 {
 	unsigned long flags;
 	u32 left;
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
-	left = kevd_ring_unfence(ring, queued);
+	left = kevd_ring_unfence(ring, queued, last_seq);
 	WRITE_ONCE(*full, left != 0);
 	spin_unlock_irqrestore(&ring->cons_lock, flags);
 	return left;
@@ -852,10 +891,11 @@ u32 kevd_ring_drop_fenced(struct kevd_ring *ring)
 {
 	unsigned long flags;
 	LIST_HEAD(done);
+	bool full;
 	u32 n;
 
 	spin_lock_irqsave(&ring->prod_lock, flags);
-	n = __kevd_ring_take_fenced(ring, &done, false);
+	n = __kevd_ring_take_fenced(ring, &done, false, ring->fence_seq, &full);
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
 	kevd_fenced_free(&done);
 	return n;

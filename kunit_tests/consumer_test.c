@@ -3917,6 +3917,108 @@ static void kevd_consumer_resize_keeps_drop(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+#define LATE_FENCE_US	10000000	/* a bound for a failure, not a sync */
+
+/**
+ * struct late_fence - a DISCONNECTED posted just after a drain found the
+ *	CQ empty, behind a completion that came after that poll.
+ * @evd: the EVD, DTO and connection streams.
+ * @fired: the hook ran (it runs once).
+ * @rc: what the post returned.
+ */
+struct late_fence {
+	struct kevd *evd;
+	atomic_t fired;
+	int rc;
+};
+
+/* At the end of the first poll that leaves the CQ empty. */
+static void late_fence_hook(struct ib_cq *cq, void *ctx)
+{
+	struct kevd_event ev = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+		.connection.ep = (void *)2,
+	};
+	struct late_fence *l = ctx;
+
+	if (fake_cq_count(cq) || atomic_xchg(&l->fired, 1))
+		return;
+	fake_cq_add_cookie(cq, 2);
+	l->rc = kevd_post_event(l->evd, &ev);
+}
+
+/*
+ * A connection event comes after every completion that was in the CQ
+ * when it was posted (api.rst), also when it is posted while the drain
+ * that queues the held ones has just found the CQ empty: endpoint 1's
+ * DISCONNECTED waits for that drain; endpoint 2's completion comes after
+ * its last poll, then endpoint 2's DISCONNECTED. Before, the drain
+ * queued both DISCONNECTEDs, and endpoint 2's completion came after its
+ * DISCONNECTED, when the consumer may have freed the endpoint.
+ */
+static void kevd_consumer_fence_after_empty_poll(struct kunit *test)
+{
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+		.connection.ep = (void *)1,
+	};
+	static const struct { u32 number; u64 id; } want[] = {
+		{ KEVD_DTO_COMPLETION_EVENT, 1 },
+		{ KEVD_CONNECTION_EVENT_DISCONNECTED, 1 },
+		{ KEVD_DTO_COMPLETION_EVENT, 2 },
+		{ KEVD_CONNECTION_EVENT_DISCONNECTED, 2 },
+	};
+	struct kevd_attr attr;
+	struct late_fence *l;
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	struct kevd *evd;
+	u32 i, nmore;
+
+	/* not the test's: after a failed assertion the hook may still run */
+	l = kzalloc(sizeof(*l), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, l);
+	hca = fake_hca_create(FAKE_HCA_STRICT_REPORT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	kevd_attr_init(&attr);
+	attr.qlen = 16;
+	attr.flags = KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(fake_hca_ibdev(hca), &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	l->evd = evd;
+	/*
+	 * Endpoint 1's completion moved into the queue, the CQ armed again,
+	 * and the pass that armed it over (its check polls after the arm):
+	 * nothing polls the CQ when the hook is set.
+	 */
+	KUNIT_ASSERT_EQ(test, fake_cq_add_cookie(kevd_cq(evd), 1), 0);
+	KUNIT_ASSERT_TRUE(test, cq_wait_armed(kevd_cq(evd)));
+	kevd_test_flush_pollers(test);
+	KUNIT_ASSERT_EQ(test, fake_cq_count(kevd_cq(evd)), 0U);
+
+	fake_cq_set_poll_hook_after(kevd_cq(evd), true);
+	fake_cq_set_poll_hook(kevd_cq(evd), late_fence_hook, l);
+	KUNIT_ASSERT_EQ(test, kevd_post_event(evd, &disc), 0);
+	for (i = 0; i < ARRAY_SIZE(want); i++) {
+		KUNIT_ASSERT_EQ(test, kevd_wait(evd, LATE_FENCE_US, 1, &ev,
+						&nmore), 0);
+		KUNIT_EXPECT_EQ(test, ev.event_number, want[i].number);
+		if (want[i].number == KEVD_DTO_COMPLETION_EVENT)
+			KUNIT_EXPECT_EQ(test, ev.dto.cookie, want[i].id);
+		else
+			KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep,
+					    (void *)(uintptr_t)want[i].id);
+	}
+	fake_cq_set_poll_hook(kevd_cq(evd), NULL, NULL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&l->fired), 1);
+	KUNIT_EXPECT_EQ(test, l->rc, 0);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+	kfree(l);
+}
+
 /* A thread in kevd_destroy_qp(), and its result. */
 struct srq_destroyer {
 	struct ib_qp *qp;
@@ -7632,6 +7734,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM(kevd_consumer_destroy_qp_srq, qp_srq_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_overrun_after_resize),
 	KUNIT_CASE(kevd_consumer_resize_keeps_drop),
+	KUNIT_CASE(kevd_consumer_fence_after_empty_poll),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
 	KUNIT_CASE(kevd_consumer_free_other_from_upcall),

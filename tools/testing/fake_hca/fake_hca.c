@@ -41,6 +41,7 @@ struct fake_cq {
 	fake_cq_poll_hook poll_hook;	/* published after its argument */
 	void *poll_hook_ctx;
 	atomic_t poll_hooks_running;	/* polls inside the poll hook */
+	bool poll_hook_after;		/* at the end of the poll, not the start */
 	fake_cq_resize_hook resize_hook;	/* set while nothing resizes */
 	void *resize_hook_ctx;
 	struct task_struct *firer;
@@ -331,7 +332,8 @@ static int fake_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 
 	u32 head;
 
-	if (unlikely(READ_ONCE(fcq->poll_hook)))
+	if (unlikely(READ_ONCE(fcq->poll_hook)) &&
+	    !READ_ONCE(fcq->poll_hook_after))
 		fake_cq_run_poll_hook(fcq);
 	spin_lock_irqsave(&fcq->lock, flags);
 	fcq->st.polls++;
@@ -346,6 +348,9 @@ static int fake_poll_cq(struct ib_cq *ibcq, int num, struct ib_wc *wc)
 	WRITE_ONCE(fcq->head, head);	/* fake_cq_count() reads it unlocked */
 	fcq->st.polled += n;
 	spin_unlock_irqrestore(&fcq->lock, flags);
+	if (unlikely(READ_ONCE(fcq->poll_hook)) &&
+	    READ_ONCE(fcq->poll_hook_after))
+		fake_cq_run_poll_hook(fcq);
 	return n;
 }
 
@@ -939,7 +944,8 @@ void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx)
 EXPORT_SYMBOL_GPL(fake_cq_set_arm_hook);
 
 /**
- * fake_cq_set_poll_hook() - run @hook at the start of every poll_cq.
+ * fake_cq_set_poll_hook() - run @hook at the start of every poll_cq (or at
+ *	its end, unless it failed: fake_cq_set_poll_hook_after()).
  * @cq: a fake CQ.
  * @hook: the hook, or NULL.
  * @ctx: its argument.
@@ -967,6 +973,20 @@ void fake_cq_set_poll_hook(struct ib_cq *cq, fake_cq_poll_hook hook,
 	smp_store_release(&fcq->poll_hook, hook);	/* the argument first */
 }
 EXPORT_SYMBOL_GPL(fake_cq_set_poll_hook);
+
+/**
+ * fake_cq_set_poll_hook_after() - run the poll hook at the end of a poll.
+ * @cq: a fake CQ.
+ * @after: true: at the end of every poll_cq (what it adds comes after
+ *	what the poll returned); false: at the start (the default).
+ *
+ * Context: any; set before the hook, while nothing polls the CQ.
+ */
+void fake_cq_set_poll_hook_after(struct ib_cq *cq, bool after)
+{
+	WRITE_ONCE(to_fcq(cq)->poll_hook_after, after);
+}
+EXPORT_SYMBOL_GPL(fake_cq_set_poll_hook_after);
 
 /**
  * fake_cq_set_resize_hook() - run @hook at the start of every resize_cq.

@@ -58,7 +58,10 @@ struct fake_cq_stats {
  */
 typedef void (*fake_cq_arm_hook)(struct ib_cq *cq, void *ctx);
 
-/* Called at the start of every poll_cq, without the fake CQ's lock. */
+/*
+ * Called at the start of every poll_cq (or at its end, after
+ * fake_cq_set_poll_hook_after()), without the fake CQ's lock.
+ */
 typedef void (*fake_cq_poll_hook)(struct ib_cq *cq, void *ctx);
 
 /* Called at the start of every resize_cq, without a lock; it may sleep. */
@@ -87,6 +90,7 @@ int fake_cq_start_firing(struct ib_cq *cq);
 void fake_cq_set_arm_hook(struct ib_cq *cq, fake_cq_arm_hook hook, void *ctx);
 void fake_cq_set_poll_hook(struct ib_cq *cq, fake_cq_poll_hook hook,
 			   void *ctx);
+void fake_cq_set_poll_hook_after(struct ib_cq *cq, bool after);
 void fake_cq_set_resize_hook(struct ib_cq *cq, fake_cq_resize_hook hook,
 			     void *ctx);
 void fake_cq_fire(struct ib_cq *cq);
