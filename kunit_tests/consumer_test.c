@@ -29,6 +29,18 @@
 
 #define CONS_WAIT	msecs_to_jiffies(60000)
 
+/*
+ * A parameter of two cases, false and true, named @off and @on:
+ * @name##_gen_params for KUNIT_CASE_PARAM().
+ */
+#define CONS_BOOL_PARAM(name, off, on)					\
+	static const bool name##_values[] = { false, true };		\
+	static void name##_desc(const bool *v, char *desc)		\
+	{								\
+		strscpy(desc, *v ? (on) : (off), KUNIT_PARAM_DESC_SIZE);	\
+	}								\
+	KUNIT_ARRAY_PARAM(name, name##_values, name##_desc)
+
 static struct kevd *cons_create(struct kunit *test, u32 qlen, u32 flags,
 				int policy, const struct kevd_upcall *up,
 				struct kevd *async_evd)
@@ -654,14 +666,7 @@ static void kevd_consumer_seed_pattern(struct kunit *test)
 		fake_hca_destroy(hca);
 }
 
-static const bool seed_streams[] = { false, true };
-
-static void seed_desc(const bool *dto, char *desc)
-{
-	strscpy(desc, *dto ? "dto_direct" : "software", KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(seed_stream, seed_streams, seed_desc);
+CONS_BOOL_PARAM(seed_stream, "software", "dto_direct");
 
 /* --- DISABLE from another thread while an upcall runs --------------------- */
 
@@ -1283,15 +1288,7 @@ static int td_undo_fn(void *data)
 	return 0;
 }
 
-static const bool td_undo_disables[] = { false, true };
-
-static void td_undo_desc(const bool *disable_first, char *desc)
-{
-	strscpy(desc, *disable_first ? "disable_enable" : "enable",
-		KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(td_undo, td_undo_disables, td_undo_desc);
+CONS_BOOL_PARAM(td_undo, "enable", "disable_enable");
 
 /*
  * A TEARDOWN that returned 0 leaves the upcalls torn down: the upcall it
@@ -3396,14 +3393,7 @@ static int freer_fn(void *data)
 	return 0;
 }
 
-static const bool freed_queued[] = { false, true };
-
-static void freed_queued_desc(const bool *q, char *desc)
-{
-	strscpy(desc, *q ? "event_queued" : "empty", KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(freed_queued, freed_queued, freed_queued_desc);
+CONS_BOOL_PARAM(freed_queued, "empty", "event_queued");
 
 /*
  * A wait that begins while another thread frees the EVD (its kevd_free()
@@ -3661,15 +3651,7 @@ static void qp_end_upcall(void *ctx, const struct kevd_event *ev, bool more)
 	atomic_inc(&q->calls);
 }
 
-static const bool qp_end_muted[] = { false, true };
-
-static void qp_end_desc(const bool *muted, char *desc)
-{
-	strscpy(desc, *muted ? "muted_solicited" : "notifying",
-		KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(qp_end, qp_end_muted, qp_end_desc);
+CONS_BOOL_PARAM(qp_end, "notifying", "muted_solicited");
 
 /*
  * An EVD whose upcall checks @q, on a new strict fake HCA (*@hca), with a
@@ -7323,15 +7305,7 @@ static void kept_wait_z_hook(struct ib_cq *cq, void *ctx)
 		k->waited = k->slept;
 }
 
-static const bool kept_wait_late[] = { false, true };
-
-static void kept_wait_desc(const bool *late, char *desc)
-{
-	strscpy(desc, *late ? "wait_after_keep" : "wait_during_pass",
-		KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(kept_wait, kept_wait_late, kept_wait_desc);
+CONS_BOOL_PARAM(kept_wait, "wait_during_pass", "wait_after_keep");
 
 /*
  * X's upcall, on CPU 0's poller, waits on Y, which CPU 1's poller keeps
@@ -7553,14 +7527,7 @@ struct qround {
 	bool x_gave_up;
 };
 
-static const bool qround_slow[] = { false, true };
-
-static void qround_desc(const bool *slow, char *desc)
-{
-	strscpy(desc, *slow ? "slow" : "fast", KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(qround, qround_slow, qround_desc);
+CONS_BOOL_PARAM(qround, "fast", "slow");
 
 static void qr_w_upcall(void *ctx, const struct kevd_event *ev, bool more)
 {
