@@ -7290,16 +7290,20 @@ static void kept_wait_z_hook(struct ib_cq *cq, void *ctx)
 	unsigned long end = jiffies + CONS_WAIT;
 	struct kept_wait *k = ctx;
 	struct task_struct *t;
+	bool asleep;
 
 	if (atomic_xchg(&k->z_fired, 1))
 		return;
 	if (k->x_late)
 		complete_all(&k->blk0->release);
-	while (!((t = READ_ONCE(k->x_task)) &&
-		 (READ_ONCE(t->__state) & TASK_INTERRUPTIBLE)) &&
-	       time_before(jiffies, end))
-		cpu_relax();
-	k->slept = t && (READ_ONCE(t->__state) & TASK_INTERRUPTIBLE);
+	/* one look at its state: a wake may come between two */
+	do {
+		t = READ_ONCE(k->x_task);
+		asleep = t && (READ_ONCE(t->__state) & TASK_INTERRUPTIBLE);
+		if (!asleep)
+			cpu_relax();
+	} while (!asleep && time_before(jiffies, end));
+	k->slept = asleep;
 	/* X sleeps only in its wait (no query here: it would pull Y) */
 	if (k->x_late)
 		k->waited = k->slept;
