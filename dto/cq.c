@@ -228,6 +228,18 @@ static void kevd_cq_poll_failed(struct kevd *evd, int err)
 }
 
 /*
+ * A poll came back short: was the CQ empty then? Not while a parked
+ * completion holds it, nor when its last ib_poll_cq() failed (the gated
+ * and marker polls return what they got before), unless an
+ * IB_EVENT_CQ_ERR came: then the CQ gives nothing more.
+ */
+static bool kevd_cq_short_empty(const struct kevd *evd)
+{
+	return !evd->has_parked &&
+	       (!evd->poll_failed || READ_ONCE(evd->cq_error_reported));
+}
+
+/*
  * A poll after @got completions (the parked one, or gated polls) returned
  * @ret: those go on, and a failure still counts (kevd_cq_poll_failed()).
  */
@@ -436,7 +448,7 @@ static int kevd_cq_poll_markers(struct kevd *evd, int n, struct ib_wc *wcs,
 	if (got < 0 && got != -EAGAIN)
 		kevd_cq_poll_failed(evd, got);
 out:
-	if (kept < n && !evd->has_parked)
+	if (kept < n && kevd_cq_short_empty(evd))
 		kevd_cq_drains_empty(evd);
 	return kept;
 }
@@ -787,14 +799,7 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
 		}
 		done += n;
 		if (n < resv) {
-			/*
-			 * a short poll is an empty CQ, unless it was short
-			 * because its last ib_poll_cq() failed (the gated
-			 * and marker polls return what they got before)
-			 */
-			*empty = !evd->has_parked &&
-				 (!evd->poll_failed ||
-				  READ_ONCE(evd->cq_error_reported));
+			*empty = kevd_cq_short_empty(evd);
 			break;
 		}
 	}

@@ -1750,6 +1750,72 @@ static void kevd_dto_flush_gives_up(struct kunit *test)
 }
 
 /**
+ * struct flusher_polls - polls of a flush's own thread.
+ * @flusher: the thread; every other thread's poll fails.
+ * @n: its polls; the second one fails.
+ */
+struct flusher_polls {
+	struct task_struct *flusher;
+	atomic_t n;
+};
+
+static void fail_but_flusher(struct ib_cq *cq, void *ctx)
+{
+	struct flusher_polls *f = ctx;
+	bool fail = current != f->flusher || atomic_inc_return(&f->n) == 2;
+
+	fake_cq_fail_polls(cq, fail ? -EIO : 0);
+}
+
+/*
+ * A flush without markers ends when a poll finds the CQ empty; a poll
+ * that came back short because its last ib_poll_cq() failed is no empty
+ * CQ. A gate (of QP A, which completes nothing) makes the poll take one
+ * completion at a time: B0 comes, the next poll fails, B1 is still in
+ * the CQ. The flush must take B1 too before B is destroyed (only the
+ * flush's polls work: no pass takes it meanwhile). Before, the short
+ * poll ended the flush, and B1 was converted later by reading the
+ * destroyed QP. Notifications are muted.
+ */
+static void kevd_dto_flush_failed_poll(struct kunit *test)
+{
+	struct flusher_polls *f = kunit_kzalloc(test, sizeof(*f), GFP_KERNEL);
+	struct ib_qp *qa, *qb;
+	struct kevd_gate gate;
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	struct kevd *evd;
+	struct ib_cq *cq;
+	int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, f);
+	f->flusher = current;
+	evd = muted_env(test, &hca, &qa, &qb);
+	cq = kevd_cq(evd);
+	kevd_cq_gate(evd, &gate, qa);
+	gate_add(test, cq, qb, 0);
+	gate_add(test, cq, qb, 1);
+	fake_cq_set_poll_hook(cq, fail_but_flusher, f);
+	kevd_cq_flush_qp(evd, qb, false);
+	KUNIT_EXPECT_EQ(test, fake_cq_count(cq), 0U);
+	KUNIT_EXPECT_GE(test, atomic_read(&f->n), 2);
+	fake_cq_set_poll_hook(cq, NULL, NULL);
+	fake_cq_fail_polls(cq, 0);
+	/* destroyed: what a reader of the freed QP would find */
+	memset(qb, 0x6b, sizeof(*qb));
+	kevd_cq_qp_gone(evd, qb);
+	kevd_cq_ungate(evd, &gate);
+	for (i = 0; i < 2; i++) {
+		KUNIT_ASSERT_EQ(test, gate_take(evd, &ev), 0);
+		KUNIT_EXPECT_EQ(test, ev.dto.cookie, (u64)i);
+		KUNIT_EXPECT_PTR_EQ(test, ev.dto.ep_context, (void *)qb);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/**
  * struct gone_rec - a SINGLE_INSTANCE upcall that holds its first event.
  * @entered: the first upcall runs.
  * @release: the test let it go on.
@@ -2713,6 +2779,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_fence_late_completions),
 	KUNIT_CASE(kevd_dto_flush_from_upcall),
 	KUNIT_CASE(kevd_dto_flush_gives_up),
+	KUNIT_CASE(kevd_dto_flush_failed_poll),
 	KUNIT_CASE(kevd_dto_flush_gives_up_in_batch),
 	KUNIT_CASE(kevd_dto_flush_gives_up_seen),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
