@@ -29,18 +29,6 @@
 
 #define CONS_WAIT	msecs_to_jiffies(60000)
 
-/*
- * A parameter of two cases, false and true, named @off and @on:
- * @name##_gen_params for KUNIT_CASE_PARAM().
- */
-#define CONS_BOOL_PARAM(name, off, on)					\
-	static const bool name##_values[] = { false, true };		\
-	static void name##_desc(const bool *v, char *desc)		\
-	{								\
-		strscpy(desc, *v ? (on) : (off), KUNIT_PARAM_DESC_SIZE);	\
-	}								\
-	KUNIT_ARRAY_PARAM(name, name##_values, name##_desc)
-
 static struct kevd *cons_create(struct kunit *test, u32 qlen, u32 flags,
 				int policy, const struct kevd_upcall *up,
 				struct kevd *async_evd)
@@ -666,7 +654,7 @@ static void kevd_consumer_seed_pattern(struct kunit *test)
 		fake_hca_destroy(hca);
 }
 
-CONS_BOOL_PARAM(seed_stream, "software", "dto_direct");
+KEVD_TEST_BOOL_PARAM(seed_stream, "software", "dto_direct");
 
 /* --- DISABLE from another thread while an upcall runs --------------------- */
 
@@ -1288,7 +1276,7 @@ static int td_undo_fn(void *data)
 	return 0;
 }
 
-CONS_BOOL_PARAM(td_undo, "enable", "disable_enable");
+KEVD_TEST_BOOL_PARAM(td_undo, "enable", "disable_enable");
 
 /*
  * A TEARDOWN that returned 0 leaves the upcalls torn down: the upcall it
@@ -3393,7 +3381,7 @@ static int freer_fn(void *data)
 	return 0;
 }
 
-CONS_BOOL_PARAM(freed_queued, "empty", "event_queued");
+KEVD_TEST_BOOL_PARAM(freed_queued, "empty", "event_queued");
 
 /*
  * A wait that begins while another thread frees the EVD (its kevd_free()
@@ -3651,7 +3639,7 @@ static void qp_end_upcall(void *ctx, const struct kevd_event *ev, bool more)
 	atomic_inc(&q->calls);
 }
 
-CONS_BOOL_PARAM(qp_end, "notifying", "muted_solicited");
+KEVD_TEST_BOOL_PARAM(qp_end, "notifying", "muted_solicited");
 
 /*
  * An EVD whose upcall checks @q, on a new strict fake HCA (*@hca), with a
@@ -7309,7 +7297,7 @@ static void kept_wait_z_hook(struct ib_cq *cq, void *ctx)
 		k->waited = k->slept;
 }
 
-CONS_BOOL_PARAM(kept_wait, "wait_during_pass", "wait_after_keep");
+KEVD_TEST_BOOL_PARAM(kept_wait, "wait_during_pass", "wait_after_keep");
 
 /*
  * X's upcall, on CPU 0's poller, waits on Y, which CPU 1's poller keeps
@@ -7531,7 +7519,7 @@ struct qround {
 	bool x_gave_up;
 };
 
-CONS_BOOL_PARAM(qround, "fast", "slow");
+KEVD_TEST_BOOL_PARAM(qround, "fast", "slow");
 
 static void qr_w_upcall(void *ctx, const struct kevd_event *ev, bool more)
 {

@@ -2,13 +2,16 @@
 /*
  * What the consumer suite uses beyond include/kevd/kevd.h and the fake
  * HCA: kevd.ko's export for its own tests, and the helpers of kevd_test.ko
- * that need no internal header (kunit_tests/kevd_test_main.c).
+ * that need no internal header (kunit_tests/kevd_test_main.c). The other
+ * suites use them too (kevd_test.h).
  */
 #ifndef _KEVD_TEST_EXPORT_H
 #define _KEVD_TEST_EXPORT_H
 
+#include <kunit/test.h>
 #include <linux/atomic.h>
 #include <linux/completion.h>
+#include <linux/string.h>
 #include <kevd/kevd.h>
 
 /* The number of poller threads (evd/poller.c). */
@@ -28,6 +31,18 @@ bool kevd_test_wait_count_for(atomic_t *v, int target, unsigned long bound);
 int kevd_test_sh(const char *cmd);
 /* A module's reference count (sysfs), after pending RCU callbacks. */
 int kevd_test_module_refs(const char *name);
+
+/*
+ * A parameter of two cases, false and true, named @off and @on:
+ * @name##_gen_params for KUNIT_CASE_PARAM().
+ */
+#define KEVD_TEST_BOOL_PARAM(name, off, on)				\
+	static const bool name##_values[] = { false, true };		\
+	static void name##_desc(const bool *v, char *desc)		\
+	{								\
+		strscpy(desc, *v ? (on) : (off), KUNIT_PARAM_DESC_SIZE);	\
+	}								\
+	KUNIT_ARRAY_PARAM(name, name##_values, name##_desc)
 
 struct kevd;
 /* Wait until a thread waits in kevd_wait() on @evd (60 s bound). */
