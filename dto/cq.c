@@ -489,7 +489,8 @@ int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 	ret = __kevd_cq_poll(evd, n, wcs);
 	if (unlikely(draining || READ_ONCE(evd->ndrains))) {
 		ret = kevd_cq_poll_markers(evd, n, wcs, ret);
-		if (!ret && !evd->has_parked)
+		/* markers only, or nothing: empty unless the last one failed */
+		if (!ret && kevd_cq_short_empty(evd))
 			kevd_cq_drains_empty(evd);
 	}
 	if (unlikely(ret < 0 && ret != -EAGAIN))

@@ -1767,20 +1767,25 @@ static void fail_but_flusher(struct ib_cq *cq, void *ctx)
 	fake_cq_fail_polls(cq, fail ? -EIO : 0);
 }
 
+KEVD_TEST_BOOL_PARAM(flush_failed, "completion_first", "marker_first");
+
 /*
  * A flush without markers ends when a poll finds the CQ empty; a poll
  * that came back short because its last ib_poll_cq() failed is no empty
  * CQ. A gate (of QP A, which completes nothing) makes the poll take one
- * completion at a time: B0 comes, the next poll fails, B1 is still in
- * the CQ. The flush must take B1 too before B is destroyed (only the
- * flush's polls work: no pass takes it meanwhile). Before, the short
- * poll ended the flush, and B1 was converted later by reading the
- * destroyed QP. Notifications are muted.
+ * completion at a time: B0 (or, @marker_first, the first of another
+ * QP's markers, which the poll takes out: it returns nothing) comes, the
+ * next poll fails, B's completions are still in the CQ. The flush must
+ * take them too before B is destroyed (only the flush's polls work: no
+ * pass takes them meanwhile). Before, the short poll ended the flush, and
+ * they were converted later by reading the destroyed QP. Notifications
+ * are muted.
  */
 static void kevd_dto_flush_failed_poll(struct kunit *test)
 {
 	struct flusher_polls *f = kunit_kzalloc(test, sizeof(*f), GFP_KERNEL);
-	struct ib_qp *qa, *qb;
+	bool marker_first = *(const bool *)test->param_value;
+	struct ib_qp *qa, *qb, *qc = NULL;
 	struct kevd_gate gate;
 	struct fake_hca *hca;
 	struct kevd_event ev;
@@ -1792,6 +1797,12 @@ static void kevd_dto_flush_failed_poll(struct kunit *test)
 	f->flusher = current;
 	evd = muted_env(test, &hca, &qa, &qb);
 	cq = kevd_cq(evd);
+	if (marker_first) {	/* a hold's two markers, flushed */
+		qc = fake_qp_create(hca, cq, 8);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qc);
+		kevd_cq_drain_hold(evd, qc);
+		KUNIT_ASSERT_EQ(test, fake_qp_flush(qc), 2);
+	}
 	kevd_cq_gate(evd, &gate, qa);
 	gate_add(test, cq, qb, 0);
 	gate_add(test, cq, qb, 1);
@@ -1811,7 +1822,10 @@ static void kevd_dto_flush_failed_poll(struct kunit *test)
 		KUNIT_EXPECT_PTR_EQ(test, ev.dto.ep_context, (void *)qb);
 	}
 	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	KUNIT_EXPECT_EQ(test, hold_count(evd), 0U);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	if (qc)
+		fake_qp_destroy(qc);
 	fake_hca_destroy(hca);
 }
 
@@ -2779,7 +2793,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_fence_late_completions),
 	KUNIT_CASE(kevd_dto_flush_from_upcall),
 	KUNIT_CASE(kevd_dto_flush_gives_up),
-	KUNIT_CASE(kevd_dto_flush_failed_poll),
+	KUNIT_CASE_PARAM(kevd_dto_flush_failed_poll, flush_failed_gen_params),
 	KUNIT_CASE(kevd_dto_flush_gives_up_in_batch),
 	KUNIT_CASE(kevd_dto_flush_gives_up_seen),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
