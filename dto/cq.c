@@ -211,12 +211,14 @@ static bool kevd_cq_gated(struct kevd *evd, struct ib_qp *qp, bool first)
 }
 
 /*
- * The provider's poll failed (a CQ in error): the CQ counts as empty until
- * its next notification (kevd_cq_arm_check() arms it without asking for
- * missed events), so no pass or pull spins on it. ib_core's own polling
- * would requeue forever where the provider reports missed events. A poll
- * that works again ends that (kevd_cq_poll()): an arm after it asks and
- * checks as usual.
+ * The provider's poll failed (a CQ in error): for the arm, the CQ counts
+ * as empty until its next notification (kevd_cq_arm_check() arms it
+ * without asking for missed events), so no pass or pull spins on it.
+ * ib_core's own polling would requeue forever where the provider reports
+ * missed events. A poll that works again ends that (kevd_cq_poll()): an
+ * arm after it asks and checks as usual. For the held events and the
+ * drains it is no empty CQ, unless IB_EVENT_CQ_ERR came
+ * (kevd_cq_short_empty()).
  */
 static void kevd_cq_poll_failed(struct kevd *evd, int err)
 {
@@ -444,7 +446,7 @@ static int kevd_cq_poll_markers(struct kevd *evd, int n, struct ib_wc *wcs,
 	}
 	if (!kept)
 		return got;
-	/* a refill failed: what came before goes on, the CQ counts as empty */
+	/* a refill failed: what came before goes on */
 	if (got < 0 && got != -EAGAIN)
 		kevd_cq_poll_failed(evd, got);
 out:
@@ -471,8 +473,9 @@ out:
  * Context: the owner of @evd: a poller's pass or a consumer's pull
  * (kevd_assert_owner()).
  * Return: what ib_poll_cq() returns (fewer than @n also when it stopped
- * at a completion it parked: evd->has_parked tells the CQ is not empty),
- * or -EAGAIN when a parked completion holds the CQ.
+ * at a completion it parked, or a later ib_poll_cq() failed:
+ * kevd_cq_short_empty() tells whether the CQ was empty), or -EAGAIN when
+ * a parked completion holds the CQ.
  */
 int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 {
@@ -487,14 +490,14 @@ int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 	if (unlikely(evd->poll_failed))
 		evd->poll_failed = false;
 	ret = __kevd_cq_poll(evd, n, wcs);
-	if (unlikely(draining || READ_ONCE(evd->ndrains))) {
+	draining = draining || READ_ONCE(evd->ndrains);
+	if (unlikely(draining))
 		ret = kevd_cq_poll_markers(evd, n, wcs, ret);
-		/* markers only, or nothing: empty unless the last one failed */
-		if (!ret && kevd_cq_short_empty(evd))
-			kevd_cq_drains_empty(evd);
-	}
 	if (unlikely(ret < 0 && ret != -EAGAIN))
 		kevd_cq_poll_failed(evd, ret);
+	/* nothing (or markers only), or a failure after IB_EVENT_CQ_ERR */
+	if (unlikely(draining) && ret <= 0 && kevd_cq_short_empty(evd))
+		kevd_cq_drains_empty(evd);
 	return ret;
 }
 
@@ -771,7 +774,8 @@ static void kevd_cq_commit(struct kevd *evd, const struct ib_wc *wcs, u32 n,
 
 /*
  * Move up to @budget completions from the CQ into the ring; *@empty says
- * whether a poll came back short (the CQ was empty then).
+ * whether a poll found the CQ empty (kevd_cq_short_empty(), or a failed
+ * poll after IB_EVENT_CQ_ERR).
  */
 static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
 			bool *empty)
@@ -915,7 +919,7 @@ u32 kevd_cq_drain(struct kevd *evd, struct ib_wc *wcs, u32 budget)
  * @evd: the EVD; the caller owns it.
  * @wcs: room for KEVD_BATCH work completions.
  * @budget: at most this many completions.
- * @empty: set if a poll came back short (the CQ was empty then).
+ * @empty: set if a poll found the CQ empty (as kevd_cq_move() says).
  *
  * Context: the owner (dto/drain.c).
  * Return: the number of completions moved.

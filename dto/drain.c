@@ -142,8 +142,8 @@ static bool kevd_cq_drain_grow(struct kevd *evd, struct kevd_qp_drain *d)
 /*
  * Poll the CQ of @evd, which the caller owns, until @d is done: what it
  * polls is converted when kevd_cq_drain_empty() returns. A full ring
- * grows. False if it cannot go on: a gate holds the CQ, or markers are
- * not in yet (rxe flushes in its own work).
+ * grows. False if it cannot go on: a gate holds the CQ, a poll failed,
+ * or markers are not in yet (rxe flushes in its own work).
  */
 static bool kevd_cq_drain_owned(struct kevd *evd, struct kevd_qp_drain *d,
 				struct ib_wc *wcs, u32 room)
@@ -252,7 +252,8 @@ static void kevd_cq_drain_end(struct kevd *evd, struct kevd_qp_drain *d,
  * completions of @qp.
  *
  * After KEVD_FLUSH_WAIT (a gate of another QP holds the CQ, a poller
- * that holds @evd is stuck in an upcall) it returns anyway, and says so;
+ * that holds @evd is stuck in an upcall, the CQ's polls fail and no
+ * IB_EVENT_CQ_ERR came) it returns anyway, and says so;
  * what of @qp the CQ still holds is converted later without reading it
  * (ep_context NULL: kevd_cq_drain_end()).
  *

@@ -346,8 +346,9 @@ struct kevd_direct {
  * @arm_failed: the last ib_req_notify_cq() failed (owner only): the CQ is
  *	polled on every pass until an arm succeeds.
  * @poll_failed: the last ib_poll_cq() failed, and no arm came since
- *	(owner only): the CQ counts as empty until its next notification
- *	(dto/cq.c).
+ *	(owner only): for the arm, the CQ counts as empty until its next
+ *	notification; for held events and drains only after
+ *	@cq_error_reported (dto/cq.c).
  * @poll_warned: a failed poll of this EVD's CQ was logged (owner only).
  * @discarded: events queued when kevd_free() discarded them.
  * @async_evd: receives this EVD's async errors; holds a reference.

@@ -1829,6 +1829,35 @@ static void kevd_dto_flush_failed_poll(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * After IB_EVENT_CQ_ERR the CQ gives nothing more (api.rst): a failed poll
+ * counts as an empty CQ, for a flush too. B0 stays in the CQ, whose polls
+ * fail; the flush of B is done (no orphan is left to convert what will
+ * never come). Before, a poll that failed outright ended no drain: the
+ * flush waited KEVD_FLUSH_WAIT and left an orphan.
+ */
+static void kevd_dto_flush_cq_in_error(struct kunit *test)
+{
+	struct ib_qp *qa, *qb;
+	struct fake_hca *hca;
+	struct kevd *evd;
+	struct ib_cq *cq;
+	u32 drains;
+
+	evd = muted_env(test, &hca, &qa, &qb);
+	cq = kevd_cq(evd);
+	gate_add(test, cq, qb, 0);
+	fake_cq_fail_polls(cq, -EIO);
+	fake_cq_overrun(cq);
+	kevd_cq_flush_qp(evd, qb, false);
+	drains = READ_ONCE(evd->ndrains);
+	KUNIT_EXPECT_EQ(test, drains, 0U);
+	KUNIT_EXPECT_EQ(test, fake_cq_count(cq), 1U);
+	fake_cq_fail_polls(cq, 0);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
 /**
  * struct gone_rec - a SINGLE_INSTANCE upcall that holds its first event.
  * @entered: the first upcall runs.
@@ -2794,6 +2823,7 @@ static struct kunit_case kevd_dto_cases[] = {
 	KUNIT_CASE(kevd_dto_flush_from_upcall),
 	KUNIT_CASE(kevd_dto_flush_gives_up),
 	KUNIT_CASE_PARAM(kevd_dto_flush_failed_poll, flush_failed_gen_params),
+	KUNIT_CASE(kevd_dto_flush_cq_in_error),
 	KUNIT_CASE(kevd_dto_flush_gives_up_in_batch),
 	KUNIT_CASE(kevd_dto_flush_gives_up_seen),
 	KUNIT_CASE_PARAM(kevd_dto_teardown_while_firing, dto_mode_gen_params),
