@@ -270,13 +270,11 @@ void kevd_cq_flush_qp(struct kevd *evd, struct ib_qp *qp, bool in_error)
 	u32 room;
 
 	might_sleep();
-	d = kzalloc(sizeof(*d), GFP_KERNEL);
-	if (!d) {
-		pr_warn("kevd: EVD %u: no memory to drain QP %u before it goes\n",
-			evd->id, qp->qp_num);
-		kevd_cq_holds_end(evd, qp);	/* it goes all the same */
-		return;
-	}
+	/*
+	 * Small, and the QP goes whatever happens here: without the record
+	 * its completions still in the CQ would be converted by reading it.
+	 */
+	d = kzalloc(sizeof(*d), GFP_KERNEL | __GFP_NOFAIL);
 	d->qp = qp;
 	if (in_error)
 		d->need = kevd_cq_drain_need(evd, qp);

@@ -664,20 +664,34 @@ static void kevd_fault_suite_exit(struct kunit_suite *suite)
 		kevd_test_sh(fault_restore[i]);
 }
 
-/*
- * kevd_cq_flush_qp() (the QP goes next) with no memory for its drain: it
- * does not drain, and the QP's hold (kevd_cq_drain_hold(), its markers
- * out and never flushed) ends all the same, before the QP goes. A hold
- * left on would hold the EVD's connection events until the hold's time
- * runs out, and take a QP made later at the same address for this one.
- */
-static void kevd_fault_flush_qp_ends_hold(struct kunit *test)
+/* Every poll of another thread than @ctx fails: the pollers take nothing. */
+static void fault_polls_of(struct ib_cq *cq, void *ctx)
 {
+	fake_cq_fail_polls(cq, current == ctx ? 0 : -EIO);
+}
+
+/*
+ * kevd_cq_flush_qp() (the QP goes next) under fail-nth from its first
+ * allocation: it still drains. A completion of the QP waits in the CQ
+ * (the pollers' polls fail: only the test's thread takes it); once the
+ * flush returned, the QP is gone (its context says so here), and the
+ * completion is in the queue, taken with the QP's context. Before, with
+ * no memory for its drain record the flush did not drain (a hold of the
+ * QP, had there been one, would have become an orphan and covered it),
+ * and the completion was converted later by reading the destroyed QP.
+ */
+static void kevd_fault_flush_qp_drains(struct kunit *test)
+{
+	struct ib_wc wc = {
+		.wr_id = 1, .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV,
+		.byte_len = 8,
+	};
 	struct fake_hca *hca;
 	struct kevd_attr attr;
+	struct kevd_event ev;
 	struct ib_qp *qp;
 	struct kevd *evd;
-	u32 holds;
+	static int gone;
 	bool hit;
 
 	if (!fault_walk_possible(test))
@@ -686,18 +700,23 @@ static void kevd_fault_flush_qp_ends_hold(struct kunit *test)
 			      KEVD_DTO_FLAG | KEVD_CONNECTION_FLAG);
 	evd = kevd_create(fake_hca_ibdev(hca), &attr);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	fake_cq_set_poll_hook(kevd_cq(evd), fault_polls_of, current);
 	qp = fake_qp_create(hca, kevd_cq(evd), 4);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qp);
-	kevd_cq_drain_hold(evd, qp);
-	holds = READ_ONCE(evd->nholds);
-	KUNIT_ASSERT_EQ(test, holds, 1U);
+	qp->qp_context = qp;
+	wc.qp = qp;
+	KUNIT_ASSERT_EQ(test, fake_cq_add(kevd_cq(evd), &wc), 0);
 	fault_nth(1);
-	kevd_cq_flush_qp(evd, qp, true);
+	kevd_cq_flush_qp(evd, qp, false);
 	hit = fault_hit();
-	holds = READ_ONCE(evd->nholds);
 	KUNIT_EXPECT_TRUE(test, hit);
-	KUNIT_EXPECT_EQ(test, holds, 0U);
+	qp->qp_context = &gone;		/* destroyed */
 	kevd_cq_qp_gone(evd, qp);
+	KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), 0);
+	KUNIT_EXPECT_EQ(test, ev.dto.cookie, 1ULL);
+	KUNIT_EXPECT_PTR_EQ(test, ev.dto.ep_context, (void *)qp);
+	fake_cq_set_poll_hook(kevd_cq(evd), NULL, NULL);
+	fake_cq_fail_polls(kevd_cq(evd), 0);
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 	fake_qp_destroy(qp);
 	fake_hca_destroy(hca);
@@ -712,7 +731,7 @@ static struct kunit_case kevd_fault_cases[] = {
 	KUNIT_CASE(kevd_fault_create_cq_fails),
 	KUNIT_CASE(kevd_fault_resize_cq_fails),
 	KUNIT_CASE(kevd_fault_poll_cq_fails),
-	KUNIT_CASE(kevd_fault_flush_qp_ends_hold),
+	KUNIT_CASE(kevd_fault_flush_qp_drains),
 	{}
 };
 
