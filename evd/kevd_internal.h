@@ -454,6 +454,18 @@ void kevd_cm_exit(void);
 /* evd/ring.c: the ring as a data structure; it calls nothing outside */
 int kevd_ring_init(struct kevd_ring *ring, u32 qlen, u32 headroom);
 void kevd_ring_destroy(struct kevd_ring *ring);
+/*
+ * The queue length of @size slots that keep @headroom: the rest, but no
+ * more than kevd_create() and kevd_resize() accept. A queue length within
+ * the headroom of KEVD_MAX_QLEN needs twice that many slots; the queue
+ * stays KEVD_MAX_QLEN long (the headroom above it), so that
+ * kevd_query() reports a length kevd_resize() takes.
+ */
+static inline u32 kevd_qlen_of(u32 size, u32 headroom)
+{
+	return min_t(u32, size - headroom, KEVD_MAX_QLEN);
+}
+
 /**
  * kevd_ring_qlen() - the queue length a consumer sees.
  * @ring: the ring.
@@ -466,7 +478,7 @@ void kevd_ring_destroy(struct kevd_ring *ring);
 static inline u32 kevd_ring_qlen(const struct kevd_ring *ring)
 {
 	/* unlocked readers (kevd_wait(), query) may race a resize */
-	return READ_ONCE(ring->mask) + 1 - ring->headroom;
+	return kevd_qlen_of(READ_ONCE(ring->mask) + 1, ring->headroom);
 }
 
 int kevd_ring_qlen_for(const struct kevd_ring *ring, u32 qlen, u32 *actual);

@@ -27,8 +27,10 @@
  *     drain reserves slots before it polls the CQ (kevd_ring_reserve()),
  *     so a completion is never taken from the CQ without a slot for it.
  *   - Headroom: ring->headroom slots are kept for the streams that cannot
- *     wait (CR, connection, async). DTO and software events stop short of
- *     them; only those streams may fill the ring completely.
+ *     wait (CR, connection, async). DTO and software events stop at the
+ *     queue length (kevd_ring_qlen()); only those streams may go past it,
+ *     by the headroom: that fills the ring, except near KEVD_MAX_QLEN,
+ *     where the slots are rounded up to twice the queue length.
  *   - The ring owns its counters: posted, drops and overflows under
  *     prod_lock, delivered under cons_lock.
  *   - Every slot names its EVD: the producer sets ev->evd before it posts.
@@ -39,11 +41,6 @@
 #include "kevd_internal.h"
 
 static int kevd_ring_slots(u32 qlen, u32 headroom, u32 *size);
-
-static u32 kevd_ring_size(const struct kevd_ring *ring)
-{
-	return ring->mask + 1;
-}
 
 /**
  * kevd_ring_qlen_for() - the queue length a resize to @qlen would give.
@@ -60,7 +57,7 @@ int kevd_ring_qlen_for(const struct kevd_ring *ring, u32 qlen, u32 *actual)
 
 	ret = kevd_ring_slots(qlen, ring->headroom, &size);
 	if (!ret)
-		*actual = size - ring->headroom;
+		*actual = kevd_qlen_of(size, ring->headroom);
 	return ret;
 }
 
@@ -154,7 +151,7 @@ static u32 __kevd_ring_free(struct kevd_ring *ring, bool headroom)
 {
 	/* acquire: the consumer is done with every slot below head */
 	u32 used = ring->prod - smp_load_acquire(&ring->head) + ring->resv;
-	u32 limit = kevd_ring_size(ring) - (headroom ? 0 : ring->headroom);
+	u32 limit = kevd_ring_qlen(ring) + (headroom ? ring->headroom : 0);
 
 	lockdep_assert_held(&ring->prod_lock);
 	return used >= limit ? 0 : limit - used;
@@ -638,7 +635,7 @@ struct kevd_fenced {
  * owning poller has drained the CQ (kevd_ring_unfence()): every
  * completion that was in the CQ now is queued before it. The caller
  * schedules that pass. The fenced events and the queued ones together
- * never exceed the ring with its headroom; beyond that, or without
+ * never exceed the queue length with its headroom; beyond that, or without
  * memory, the event is dropped and counted as kevd_ring_post() counts a
  * drop (the caller raises the overflow).
  *

@@ -3887,6 +3887,54 @@ static void kevd_consumer_resize_keeps_drop(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/* The largest queue length kevd_create() accepts (its kernel-doc). */
+#define QLEN_MAX	BIT(20)
+
+/*
+ * The largest queue lengths on an EVD with the headroom (a connection
+ * stream): kevd_query() reports no more than kevd_create() and
+ * kevd_resize() accept, a resize to what it reports succeeds, and the
+ * queue is full at that length. Before, a queue length within the
+ * headroom of 2^20 got twice the slots: query reported nearly 2^21, a
+ * resize to it failed with -EINVAL, and the queue took that many.
+ */
+static void kevd_consumer_largest_qlen(struct kunit *test)
+{
+	struct kevd_attr attr;
+	struct kevd_param p;
+	struct kevd *evd;
+	u32 i, qlen;
+	int rc;
+
+	kevd_attr_init(&attr);
+	attr.qlen = QLEN_MAX + 1;
+	attr.flags = KEVD_SOFTWARE_FLAG | KEVD_CONNECTION_FLAG;
+	attr.upcall_policy = KEVD_UPCALL_DISABLE;
+	evd = kevd_create(NULL, &attr);
+	rc = PTR_ERR_OR_ZERO(evd);
+	if (!rc)
+		kevd_free(evd);
+	KUNIT_EXPECT_EQ(test, rc, -EINVAL);
+
+	attr.qlen = QLEN_MAX - HEADROOM + 1;
+	evd = kevd_create(NULL, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evd);
+	KUNIT_ASSERT_EQ(test, kevd_query(evd, &p), 0);
+	qlen = p.qlen;
+	KUNIT_EXPECT_GE(test, qlen, attr.qlen);
+	KUNIT_EXPECT_LE(test, qlen, QLEN_MAX);
+	KUNIT_EXPECT_EQ(test, kevd_resize(evd, qlen), 0);
+	KUNIT_EXPECT_EQ(test, kevd_query(evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.qlen, qlen);
+	/* full at the queue length (not filled past 2^20: failed above) */
+	rc = 0;
+	for (i = 0; i < min(qlen, QLEN_MAX) && !rc; i++)
+		rc = kevd_post_se(evd, NULL);
+	KUNIT_EXPECT_EQ(test, rc, 0);
+	KUNIT_EXPECT_EQ(test, kevd_post_se(evd, NULL), -ENOSPC);
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+}
+
 #define LATE_FENCE_US	10000000	/* a bound for a failure, not a sync */
 
 /**
@@ -7693,6 +7741,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM(kevd_consumer_destroy_qp_srq, qp_srq_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_overrun_after_resize),
 	KUNIT_CASE(kevd_consumer_resize_keeps_drop),
+	KUNIT_CASE(kevd_consumer_largest_qlen),
 	KUNIT_CASE(kevd_consumer_fence_after_empty_poll),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),

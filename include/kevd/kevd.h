@@ -385,7 +385,8 @@ struct kevd_upcall {
 /**
  * struct kevd_attr - attributes of a new EVD; kevd_attr_init() sets the
  * defaults (module parameters), then the consumer changes what it needs.
- * @qlen: minimum queue length (>= 1); kevd_query() reports the actual one.
+ * @qlen: minimum queue length, 1 .. 2^20; kevd_query() reports the actual
+ *	one, which is never above 2^20 either.
  * @flags: stream flags (KEVD_*_FLAG).
  * @upcall_policy: initial &enum kevd_upcall_policy (not TEARDOWN).
  * @upcall: initial upcall object; required unless the policy is DISABLE.
