@@ -104,9 +104,13 @@ static int __kevd_modify_upcall(struct kevd *evd, int policy,
 		kevd_upcall_changed(evd);
 		/* batches still running may hold older events than the ring */
 		kevd_hold_batches(evd, kevd_batches_running(evd));
-		/* a kevd_free() may return while TEARDOWN waits below */
-		if (policy == KEVD_UPCALL_TEARDOWN) {
+		/*
+		 * A kevd_free() may return while TEARDOWN waits below, or
+		 * before an enable looks at the ring after the unlock.
+		 */
+		if (enable || policy == KEVD_UPCALL_TEARDOWN)
 			kevd_get(evd);
+		if (policy == KEVD_UPCALL_TEARDOWN) {
 			evd->teardowns++;
 			if (forget)
 				memset(&evd->upcall, 0, sizeof(evd->upcall));
@@ -136,6 +140,7 @@ static int __kevd_modify_upcall(struct kevd *evd, int policy,
 		if (kevd_ring_count(&evd->ring) ||
 		    READ_ONCE(evd->pull_unarmed))
 			kevd_schedule(evd);
+		kevd_put(evd);
 	} else if (policy == KEVD_UPCALL_TEARDOWN) {
 		kevd_poll_wait_upcalls(evd);
 		spin_lock_irqsave(&evd->lock, flags);
