@@ -816,6 +816,8 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
  * @evd: the EVD; the caller owns it.
  * @wcs: the completions, in CQ order.
  * @n: how many.
+ * @spare: they may take any free slot (the ring cannot grow for them),
+ *	else the queue length's.
  *
  * For a direct poll that an event entered the ring during
  * (kevd_deliver_direct()): they go behind it, converted, as a drain
@@ -825,12 +827,14 @@ static u32 kevd_cq_move(struct kevd *evd, struct ib_wc *wcs, u32 budget,
  * (kevd_assert_owner()).
  * Return: how many fit, 0 .. @n; the caller makes room for the rest.
  */
-u32 kevd_cq_requeue(struct kevd *evd, const struct ib_wc *wcs, u32 n)
+u32 kevd_cq_requeue(struct kevd *evd, const struct ib_wc *wcs, u32 n,
+		    bool spare)
 {
 	u32 resv;
 
 	kevd_assert_owner(evd);
-	resv = kevd_ring_reserve(&evd->ring, n, false);
+	resv = spare ? kevd_ring_reserve_spare(&evd->ring, n) :
+		       kevd_ring_reserve(&evd->ring, n, false);
 	if (resv)
 		kevd_cq_commit(evd, wcs, resv, resv);
 	return resv;

@@ -64,6 +64,8 @@
 #include <kevd/kevd.h>
 
 #define KEVD_MAX_QLEN		BIT(20)
+/* The largest ring: twice the largest queue length (kevd_ring_grow()). */
+#define KEVD_MAX_SLOTS		(2 * KEVD_MAX_QLEN)
 /* Slots only the streams that cannot wait (CR, connection, async) use. */
 #define KEVD_HEADROOM		8
 /*
@@ -505,6 +507,7 @@ static inline u32 kevd_ring_count(const struct kevd_ring *ring)
 
 size_t kevd_ring_bytes(const struct kevd_ring *ring);
 u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want, bool share);
+u32 kevd_ring_reserve_spare(struct kevd_ring *ring, u32 want);
 u32 kevd_ring_reserve_flag(struct kevd_ring *ring, u32 want, bool share,
 			   bool *full);
 void __kevd_ring_commit(struct kevd_ring *ring, u32 n, u32 reserved);
@@ -870,7 +873,8 @@ struct kevd_gate {
 };
 
 int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs);
-u32 kevd_cq_requeue(struct kevd *evd, const struct ib_wc *wcs, u32 n);
+u32 kevd_cq_requeue(struct kevd *evd, const struct ib_wc *wcs, u32 n,
+		    bool spare);
 void kevd_cq_convert_orphaned(struct kevd *evd, const struct ib_wc *wc,
 			      struct kevd_event *ev);
 

@@ -30,7 +30,9 @@
  *     wait (CR, connection, async). DTO and software events stop at the
  *     queue length (kevd_ring_qlen()); only those streams may go past it,
  *     by the headroom: that fills the ring, except near KEVD_MAX_QLEN,
- *     where the slots are rounded up to twice the queue length.
+ *     where the slots are rounded up to twice the queue length. Past
+ *     both go only the owner's events that must be queued again and
+ *     that the ring cannot grow for (kevd_ring_grow()).
  *   - The ring owns its counters: posted, drops and overflows under
  *     prod_lock, delivered under cons_lock.
  *   - Every slot names its EVD: the producer sets ev->evd before it posts.
@@ -146,15 +148,36 @@ void kevd_ring_destroy(struct kevd_ring *ring)
 	ring->runs = NULL;
 }
 
-/* Free slots for a producer. Caller holds ring->prod_lock. */
-static u32 __kevd_ring_free(struct kevd_ring *ring, bool headroom)
+/*
+ * Free slots below @limit: queued and reserved ones are used. Caller
+ * holds ring->prod_lock.
+ */
+static u32 __kevd_ring_room(struct kevd_ring *ring, u32 limit)
 {
 	/* acquire: the consumer is done with every slot below head */
 	u32 used = ring->prod - smp_load_acquire(&ring->head) + ring->resv;
-	u32 limit = kevd_ring_qlen(ring) + (headroom ? ring->headroom : 0);
 
 	lockdep_assert_held(&ring->prod_lock);
 	return used >= limit ? 0 : limit - used;
+}
+
+/*
+ * Free slots for a producer: up to the queue length, or (@headroom) the
+ * headroom past it (__kevd_ring_room()).
+ */
+static u32 __kevd_ring_free(struct kevd_ring *ring, bool headroom)
+{
+	return __kevd_ring_room(ring, kevd_ring_qlen(ring) +
+				(headroom ? ring->headroom : 0));
+}
+
+/*
+ * Every free slot, past the headroom too: for the owner's events that
+ * the ring must take back and cannot grow for (kevd_ring_grow()).
+ */
+static u32 __kevd_ring_spare(struct kevd_ring *ring)
+{
+	return __kevd_ring_room(ring, ring->mask + 1);
 }
 
 /* Publish @ev at prod. Caller holds ring->prod_lock. */
@@ -186,6 +209,29 @@ u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want, bool share)
 	spin_lock_irqsave(&ring->prod_lock, flags);
 	free = __kevd_ring_free(ring, false);
 	n = min(want, share ? DIV_ROUND_UP(free, 2) : free);
+	ring->resv += n;
+	spin_unlock_irqrestore(&ring->prod_lock, flags);
+	return n;
+}
+
+/**
+ * kevd_ring_reserve_spare() - reserve any free slots, past the headroom.
+ * @ring: the ring.
+ * @want: slots wanted.
+ *
+ * For completions the owner polled for a direct delivery that must go
+ * to the ring after all, when it cannot grow (kevd_ring_grow()).
+ *
+ * Context: any; takes ring->prod_lock.
+ * Return: slots reserved, 0 .. @want, as kevd_ring_reserve().
+ */
+u32 kevd_ring_reserve_spare(struct kevd_ring *ring, u32 want)
+{
+	unsigned long flags;
+	u32 n;
+
+	spin_lock_irqsave(&ring->prod_lock, flags);
+	n = min(want, __kevd_ring_spare(ring));
 	ring->resv += n;
 	spin_unlock_irqrestore(&ring->prod_lock, flags);
 	return n;
@@ -465,7 +511,8 @@ static void __kevd_ring_unaccount(struct kevd_ring *ring,
  * @orig: unless @fresh, the ring index the first of them had (what
  *	kevd_ring_pop() returned in @first, plus the events before it that
  *	were delivered).
- * @spare: they may take the headroom.
+ * @spare: they may take any free slot: the headroom, and the slots
+ *	past it that a ring grown beyond its queue length has.
  *
  * For events a batch took and did not deliver because the upcall policy
  * changed (popped batches, completions polled for direct delivery):
@@ -488,7 +535,8 @@ int kevd_ring_push_front(struct kevd_ring *ring, const struct kevd_event *evs,
 
 	spin_lock_irqsave(&ring->cons_lock, flags);
 	spin_lock(&ring->prod_lock);
-	if (__kevd_ring_free(ring, spare) < k) {
+	if ((spare ? __kevd_ring_spare(ring) :
+		     __kevd_ring_free(ring, false)) < k) {
 		ret = -ENOSPC;
 		goto out;
 	}
@@ -521,20 +569,19 @@ out:
 }
 
 /*
- * kevd_ring_resize(), or with @from (not 0) kevd_ring_grow(): -EAGAIN,
- * nothing changed, unless the ring still has @from slots when locked.
+ * kevd_ring_resize() to @size slots for @qlen (-EBUSY above it), or with
+ * @from (not 0) kevd_ring_grow(): -EAGAIN, nothing changed, unless the
+ * ring still has @from slots when locked.
  */
-static int __kevd_ring_resize(struct kevd_ring *ring, u32 qlen, u32 from)
+static int __kevd_ring_resize(struct kevd_ring *ring, u32 size, u32 qlen,
+			      u32 from)
 {
 	struct kevd_event *slots, *old;
 	unsigned long flags;
-	u32 size, i, held;
-	int ret;
+	u32 i, held;
+	int ret = 0;
 
 	might_sleep();
-	ret = kevd_ring_slots(qlen, ring->headroom, &size);
-	if (ret)
-		return ret;
 	slots = kvcalloc(size, sizeof(*slots), GFP_KERNEL);
 	if (!slots)
 		return -ENOMEM;
@@ -583,7 +630,13 @@ static int __kevd_ring_resize(struct kevd_ring *ring, u32 qlen, u32 from)
  */
 int kevd_ring_resize(struct kevd_ring *ring, u32 qlen)
 {
-	return __kevd_ring_resize(ring, qlen, 0);
+	u32 size;
+	int ret;
+
+	ret = kevd_ring_slots(qlen, ring->headroom, &size);
+	if (ret)
+		return ret;
+	return __kevd_ring_resize(ring, size, qlen, 0);
 }
 
 /**
@@ -599,18 +652,27 @@ int kevd_ring_resize(struct kevd_ring *ring, u32 qlen)
  * made the room). So a consumer's resize is never undone by one computed
  * from the size before it.
  *
+ * At the largest queue length it still grows, up to KEVD_MAX_SLOTS: the
+ * queue length stays (kevd_ring_qlen()), and the slots above it are for
+ * the owner's events alone, which may go past it (@spare of
+ * kevd_ring_push_front(), kevd_ring_reserve_spare()). Producers fill at
+ * most the queue length and the headroom, and the events a batch or a
+ * direct poll holds are few: a ring of KEVD_MAX_SLOTS always has room
+ * for them.
+ *
  * Context: process context; may sleep. Takes cons_lock, then prod_lock.
  * Return: as kevd_ring_resize(), -EAGAIN, or -ENOSPC when the ring is as
  * large as it gets (nothing allocated: room comes from a take).
  */
 int kevd_ring_grow(struct kevd_ring *ring, u32 k)
 {
-	u32 size = READ_ONCE(ring->mask) + 1, qlen, grown;
+	u32 size = READ_ONCE(ring->mask) + 1, grown;
 
-	qlen = min(size + k, (u32)KEVD_MAX_QLEN);
-	if (kevd_ring_slots(qlen, ring->headroom, &grown) || grown <= size)
+	if (size >= KEVD_MAX_SLOTS)
 		return -ENOSPC;
-	return __kevd_ring_resize(ring, qlen, size);
+	grown = min_t(u64, roundup_pow_of_two((u64)size + k + ring->headroom),
+		      KEVD_MAX_SLOTS);
+	return __kevd_ring_resize(ring, grown, grown, size);
 }
 
 /*

@@ -3935,6 +3935,53 @@ static void kevd_consumer_largest_qlen(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
 }
 
+/*
+ * A give-back at the largest queue length: 2^20 software events (no
+ * headroom) fill the queue while the first upcall of a batch runs, and
+ * the ring cannot grow by a queue length; the rest of the batch goes
+ * back above it, and the queue holds that many more than its length
+ * until they are taken. Before, the give-back retried for good: the
+ * DISABLE from the upcall never returned.
+ */
+static void kevd_consumer_giveback_at_largest(struct kunit *test)
+{
+	struct giveback *g = kunit_kzalloc(test, sizeof(*g), GFP_KERNEL);
+	struct kevd_upcall up = { headroom_upcall, g };
+	struct kevd_event ev;
+	struct kevd_param p;
+	int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, g);
+	init_completion(&g->done);
+	g->evd = cons_create(test, QLEN_MAX, KEVD_SOFTWARE_FLAG,
+			     KEVD_UPCALL_DISABLE, &up, NULL);
+	for (i = 0; i < GB_FIRST; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(g->evd, (void *)(uintptr_t)i),
+				0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(g->evd,
+						 KEVD_UPCALL_SINGLE_INSTANCE,
+						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	if (!wait_for_completion_timeout(&g->done, CONS_WAIT)) {
+		/* the upcall still gives back: nothing may free the EVD */
+		KUNIT_FAIL(test, "the give-back did not finish");
+		return;
+	}
+	KUNIT_EXPECT_EQ(test, g->rc, 0);
+	KUNIT_EXPECT_EQ(test, g->posted, (int)QLEN_MAX);
+	KUNIT_ASSERT_EQ(test, kevd_query(g->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.qlen, (u32)QLEN_MAX);
+	KUNIT_EXPECT_EQ(test, p.count, (u32)QLEN_MAX + GB_FIRST - 1);
+	KUNIT_EXPECT_EQ(test, kevd_post_se(g->evd, NULL), -ENOSPC);
+	/* the rest of the batch first, in order, then the upcall's events */
+	for (i = 1; i <= GB_FIRST + 1; i++) {
+		KUNIT_ASSERT_EQ(test, kevd_dequeue(g->evd, &ev), 0);
+		KUNIT_EXPECT_PTR_EQ(test, ev.software.pointer,
+				    (void *)(uintptr_t)i);
+	}
+	KUNIT_EXPECT_EQ(test, atomic_read(&g->calls), 1);
+	KUNIT_EXPECT_EQ(test, kevd_free(g->evd), 0);
+}
+
 #define LATE_FENCE_US	10000000	/* a bound for a failure, not a sync */
 
 /**
@@ -7742,6 +7789,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE(kevd_consumer_cq_overrun_after_resize),
 	KUNIT_CASE(kevd_consumer_resize_keeps_drop),
 	KUNIT_CASE(kevd_consumer_largest_qlen),
+	KUNIT_CASE(kevd_consumer_giveback_at_largest),
 	KUNIT_CASE(kevd_consumer_fence_after_empty_poll),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),

@@ -169,7 +169,9 @@ static void kevd_deliver_end(struct kevd *evd, int policy)
  * it rather than lose them or deliver them out of order. They may have
  * filled the headroom too: the new queue length holds all of it, or the
  * resize would refuse (-EBUSY) for good while nobody dequeues.
- * Return: false if the ring cannot grow (at its largest, or no memory).
+ * Return: false if the ring cannot grow (at its largest, or no memory):
+ * the caller's events then take any free slot, past the queue length and
+ * the headroom (a ring at its largest always has room for them).
  */
 static bool kevd_make_room(struct kevd *evd, u32 k)
 {
@@ -184,7 +186,7 @@ static bool kevd_make_room(struct kevd *evd, u32 k)
 /*
  * Push events back to the head of @evd, making room if it has none: the
  * ring grows, and only if it cannot do they take the headroom, which the
- * streams that cannot wait would find full.
+ * streams that cannot wait would find full (and the slots past it).
  * @fresh: they never were in the ring; else @orig was the ring index of
  * the first (kevd_ring_push_front()).
  */
@@ -204,10 +206,11 @@ static void kevd_push_front(struct kevd *evd, const struct kevd_event *evs,
 static void kevd_push_back_wcs(struct kevd *evd, const struct ib_wc *wcs,
 			       u32 n)
 {
+	bool spare = false;
 	u32 done = 0;
 
-	while ((done += kevd_cq_requeue(evd, wcs + done, n - done)) < n)
-		kevd_make_room(evd, n - done);
+	while ((done += kevd_cq_requeue(evd, wcs + done, n - done, spare)) < n)
+		spare |= !kevd_make_room(evd, n - done);
 }
 
 /* Polled completions the ring never saw, converted a few at a time. */
