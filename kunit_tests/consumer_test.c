@@ -3982,6 +3982,93 @@ static void kevd_consumer_giveback_at_largest(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kevd_free(g->evd), 0);
 }
 
+/**
+ * struct direct_full - software events fill the queue during a direct poll.
+ * @evd: a SINGLE_INSTANCE EVD, DTO and software streams.
+ * @fired: the poll hook ran (it runs once).
+ * @posted: software events it queued.
+ * @calls: upcalls.
+ * @first: the first upcall's event.
+ * @rc: what the first upcall's DISABLE returned.
+ * @done: the first upcall ended.
+ */
+struct direct_full {
+	struct kevd *evd;
+	bool fired;
+	int posted;
+	atomic_t calls;
+	struct kevd_event first;
+	int rc;
+	struct completion done;
+};
+
+static void direct_full_hook(struct ib_cq *cq, void *ctx)
+{
+	struct direct_full *d = ctx;
+
+	if (d->fired)
+		return;
+	d->fired = true;
+	while (!kevd_post_se(d->evd, (void *)(uintptr_t)d->posted))
+		d->posted++;
+}
+
+static void direct_full_upcall(void *ctx, const struct kevd_event *ev,
+			       bool more)
+{
+	struct direct_full *d = ctx;
+
+	if (atomic_inc_return(&d->calls) > 1)
+		return;
+	d->first = *ev;
+	d->rc = kevd_modify_upcall(d->evd, KEVD_UPCALL_DISABLE, NULL,
+				   KEVD_UPCALL_INVOC_ANY);
+	complete(&d->done);
+}
+
+/*
+ * The completions a SINGLE_INSTANCE poller polled for its upcalls go
+ * into the ring behind the events that entered it during the poll; at
+ * the largest queue length, which those events filled, they go past it.
+ * Before, the poller retried for good: no upcall ever ran.
+ */
+static void kevd_consumer_direct_at_largest(struct kunit *test)
+{
+	struct direct_full *d = kunit_kzalloc(test, sizeof(*d), GFP_KERNEL);
+	struct fake_hca *hca;
+	struct kevd_param p;
+	struct ib_cq *cq;
+
+	KUNIT_ASSERT_NOT_NULL(test, d);
+	init_completion(&d->done);
+	d->evd = si_hca_evd(test, &hca, QLEN_MAX, 64,
+			    (struct kevd_upcall){ direct_full_upcall }, d);
+	cq = kevd_cq(d->evd);
+	kevd_test_flush_pollers(test);	/* the first pass has armed */
+	fake_cq_set_poll_hook(cq, direct_full_hook, d);
+	KUNIT_ASSERT_EQ(test, fake_cq_add_seq_burst(cq, 2), 2);
+	if (!wait_for_completion_timeout(&d->done, CONS_WAIT)) {
+		/* the poller still requeues: nothing may free the EVD */
+		KUNIT_FAIL(test, "no upcall");
+		return;
+	}
+	fake_cq_set_poll_hook(cq, NULL, NULL);
+	KUNIT_EXPECT_TRUE(test, d->fired);
+	KUNIT_EXPECT_EQ(test, d->posted, (int)QLEN_MAX);
+	KUNIT_EXPECT_EQ(test, d->rc, 0);
+	KUNIT_EXPECT_EQ(test, d->first.event_number,
+			(u32)KEVD_SOFTWARE_EVENT);
+	KUNIT_EXPECT_PTR_EQ(test, d->first.software.pointer, NULL);
+	/* the rest of the software events, and both completions */
+	KUNIT_ASSERT_EQ(test, kevd_query(d->evd, &p), 0);
+	KUNIT_EXPECT_EQ(test, p.qlen, (u32)QLEN_MAX);
+	KUNIT_EXPECT_EQ(test, p.count, (u32)QLEN_MAX + 1);
+	KUNIT_EXPECT_EQ(test, kevd_post_se(d->evd, NULL), -ENOSPC);
+	KUNIT_EXPECT_EQ(test, atomic_read(&d->calls), 1);
+	KUNIT_EXPECT_EQ(test, kevd_free(d->evd), 0);
+	fake_hca_destroy(hca);
+}
+
 #define LATE_FENCE_US	10000000	/* a bound for a failure, not a sync */
 
 /**
@@ -7788,8 +7875,9 @@ static struct kunit_case kevd_consumer_cases[] = {
 	KUNIT_CASE_PARAM(kevd_consumer_destroy_qp_srq, qp_srq_gen_params),
 	KUNIT_CASE(kevd_consumer_cq_overrun_after_resize),
 	KUNIT_CASE(kevd_consumer_resize_keeps_drop),
-	KUNIT_CASE(kevd_consumer_largest_qlen),
-	KUNIT_CASE(kevd_consumer_giveback_at_largest),
+	KUNIT_CASE_SLOW(kevd_consumer_largest_qlen),
+	KUNIT_CASE_SLOW(kevd_consumer_giveback_at_largest),
+	KUNIT_CASE_SLOW(kevd_consumer_direct_at_largest),
 	KUNIT_CASE(kevd_consumer_fence_after_empty_poll),
 	KUNIT_CASE(kevd_consumer_free_while_resized),
 	KUNIT_CASE(kevd_consumer_async_overflow_counted),
