@@ -495,7 +495,9 @@ struct kevd_stats {
 /**
  * struct kevd_param - what kevd_query() reports.
  * @qlen: actual queue length.
- * @count: events queued now (not those an upcall batch is delivering).
+ * @count: events queued now (not those an upcall batch is delivering);
+ *	at most @qlen and the headroom, but for events given back to a
+ *	queue of the largest length (api.rst).
  * @upcall_policy: current policy.
  * @upcall_flag: current upcall flag.
  * @upcall: current upcall object.
