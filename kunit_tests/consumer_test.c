@@ -1109,6 +1109,22 @@ static void giveback_upcall(void *ctx, const struct kevd_event *ev,
 	complete(&g->done);
 }
 
+/*
+ * Queue GB_FIRST software events (pointers 0 ..), then enable @policy:
+ * its first batch takes them all (the poll budget is more).
+ */
+static void giveback_start(struct kunit *test, struct giveback *g,
+			   int policy)
+{
+	int i;
+
+	for (i = 0; i < GB_FIRST; i++)
+		KUNIT_ASSERT_EQ(test, kevd_post_se(g->evd, (void *)(uintptr_t)i),
+				0);
+	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(g->evd, policy, NULL,
+						 KEVD_UPCALL_INVOC_ANY), 0);
+}
+
 static const int giveback_policies[] = {
 	KEVD_UPCALL_SINGLE_INSTANCE, KEVD_UPCALL_MANY,
 };
@@ -1127,11 +1143,7 @@ static void kevd_consumer_giveback_full_ring(struct kunit *test)
 	init_completion(&g->done);
 	g->evd = cons_create(test, 16, KEVD_SOFTWARE_FLAG | KEVD_CONNECTION_FLAG,
 			     KEVD_UPCALL_DISABLE, &up, NULL);
-	for (i = 0; i < GB_FIRST; i++)
-		KUNIT_ASSERT_EQ(test, kevd_post_se(g->evd, (void *)(uintptr_t)i),
-				0);
-	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(g->evd, policy, NULL,
-						 KEVD_UPCALL_INVOC_ANY), 0);
+	giveback_start(test, g, policy);
 	KUNIT_ASSERT_GT_MSG(test, wait_for_completion_timeout(&g->done,
 							      CONS_WAIT), 0UL,
 			    "the give-back did not finish");
@@ -1200,12 +1212,7 @@ static void kevd_consumer_giveback_spares_headroom(struct kunit *test)
 	g->evd = cons_create(test, HR_QLEN,
 			     KEVD_SOFTWARE_FLAG | KEVD_CONNECTION_FLAG,
 			     KEVD_UPCALL_DISABLE, &up, NULL);
-	for (i = 0; i < GB_FIRST; i++)
-		KUNIT_ASSERT_EQ(test, kevd_post_se(g->evd, (void *)(uintptr_t)i),
-				0);
-	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(g->evd,
-						 KEVD_UPCALL_SINGLE_INSTANCE,
-						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	giveback_start(test, g, KEVD_UPCALL_SINGLE_INSTANCE);
 	KUNIT_ASSERT_GT_MSG(test, wait_for_completion_timeout(&g->done,
 							      CONS_WAIT), 0UL,
 			    "the give-back did not finish");
@@ -3955,12 +3962,7 @@ static void kevd_consumer_giveback_at_largest(struct kunit *test)
 	init_completion(&g->done);
 	g->evd = cons_create(test, QLEN_MAX, KEVD_SOFTWARE_FLAG,
 			     KEVD_UPCALL_DISABLE, &up, NULL);
-	for (i = 0; i < GB_FIRST; i++)
-		KUNIT_ASSERT_EQ(test, kevd_post_se(g->evd, (void *)(uintptr_t)i),
-				0);
-	KUNIT_ASSERT_EQ(test, kevd_modify_upcall(g->evd,
-						 KEVD_UPCALL_SINGLE_INSTANCE,
-						 NULL, KEVD_UPCALL_INVOC_ANY), 0);
+	giveback_start(test, g, KEVD_UPCALL_SINGLE_INSTANCE);
 	if (!wait_for_completion_timeout(&g->done, CONS_WAIT)) {
 		/* the upcall still gives back: nothing may free the EVD */
 		KUNIT_FAIL(test, "the give-back did not finish");
