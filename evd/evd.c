@@ -1030,7 +1030,10 @@ EXPORT_SYMBOL_GPL(kevd_query);
  * @unwaitable: true: the current and every later wait returns -ECANCELED.
  *
  * The current wait returns -ECANCELED also when a call with false follows
- * before it woke up: it was cancelled.
+ * before it woke up: it was cancelled. A wait that meets its threshold
+ * without registering (from the queue, or from its own poll of the CQ
+ * when the queue falls short) takes its events, also if this call comes
+ * during that poll; one that registers is cancelled.
  *
  * Context: any.
  * Return: 0, or -EINVAL for a NULL @evd.
