@@ -190,6 +190,24 @@ static void __kevd_ring_push(struct kevd_ring *ring,
 	smp_store_release(&ring->prod, ring->prod + 1);
 }
 
+/*
+ * Reserve up to @want free slots: the queue length's (half of them with
+ * @share), or (@spare) any (__kevd_ring_spare()).
+ */
+static u32 __kevd_ring_reserve(struct kevd_ring *ring, u32 want, bool share,
+			       bool spare)
+{
+	unsigned long flags;
+	u32 n, free;
+
+	spin_lock_irqsave(&ring->prod_lock, flags);
+	free = spare ? __kevd_ring_spare(ring) : __kevd_ring_free(ring, false);
+	n = min(want, share ? DIV_ROUND_UP(free, 2) : free);
+	ring->resv += n;
+	spin_unlock_irqrestore(&ring->prod_lock, flags);
+	return n;
+}
+
 /**
  * kevd_ring_reserve() - reserve slots for a CQ drain.
  * @ring: the ring.
@@ -203,15 +221,7 @@ static void __kevd_ring_push(struct kevd_ring *ring,
  */
 u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want, bool share)
 {
-	unsigned long flags;
-	u32 n, free;
-
-	spin_lock_irqsave(&ring->prod_lock, flags);
-	free = __kevd_ring_free(ring, false);
-	n = min(want, share ? DIV_ROUND_UP(free, 2) : free);
-	ring->resv += n;
-	spin_unlock_irqrestore(&ring->prod_lock, flags);
-	return n;
+	return __kevd_ring_reserve(ring, want, share, false);
 }
 
 /**
@@ -227,14 +237,7 @@ u32 kevd_ring_reserve(struct kevd_ring *ring, u32 want, bool share)
  */
 u32 kevd_ring_reserve_spare(struct kevd_ring *ring, u32 want)
 {
-	unsigned long flags;
-	u32 n;
-
-	spin_lock_irqsave(&ring->prod_lock, flags);
-	n = min(want, __kevd_ring_spare(ring));
-	ring->resv += n;
-	spin_unlock_irqrestore(&ring->prod_lock, flags);
-	return n;
+	return __kevd_ring_reserve(ring, want, false, true);
 }
 
 /**
