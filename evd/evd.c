@@ -193,6 +193,15 @@ static void kevd_cq_event(struct ib_event *event, void *ctx)
 	if (event->event != IB_EVENT_CQ_ERR)
 		return;
 	/*
+	 * Once the pass below released the held events, or the overflow
+	 * event is on the async EVD, a consumer may free this EVD, and not
+	 * every provider waits for this handler before it destroys the CQ:
+	 * the EVD's memory lasts until a grace period after its free. The
+	 * store of cq_error_reported may already let a running pass release
+	 * them, so the read-side section begins before it.
+	 */
+	rcu_read_lock();
+	/*
 	 * A CQ overrun. Some providers lose the one completion and go on
 	 * (rxe): each is counted and logged; the overflow event, naming this
 	 * EVD, comes once until kevd_resize() (the remedy) re-arms it.
@@ -204,13 +213,6 @@ static void kevd_cq_event(struct ib_event *event, void *ctx)
 		evd->cq_overruns_unraised++;
 	WRITE_ONCE(evd->cq_error_reported, true);
 	spin_unlock_irqrestore(&evd->lock, flags);
-	/*
-	 * Once the pass below released the held events, or the overflow
-	 * event is on the async EVD, a consumer may free this EVD, and not
-	 * every provider waits for this handler before it destroys the CQ:
-	 * the EVD's memory lasts until a grace period after its free.
-	 */
-	rcu_read_lock();
 	kevd_ring_count_lost(&evd->ring, KEVD_STREAM_DTO, 0, 1);
 	/* connection events held behind a CQ that fails its polls go now */
 	kevd_schedule(evd);
