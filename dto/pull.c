@@ -262,7 +262,7 @@ static u32 kevd_pull_budget(struct kevd *evd)
  * completions), or the check kept finding work.
  */
 static bool kevd_pull_pass(struct kevd *evd, struct kevd_pull_to *to,
-			   u32 budget, u32 *moved)
+			   u32 budget, u32 *moved, bool consumer)
 {
 	u32 want, n;
 	int rearms = 0;
@@ -289,7 +289,7 @@ static bool kevd_pull_pass(struct kevd *evd, struct kevd_pull_to *to,
 		if (unlikely(READ_ONCE(evd->ring.nfenced)) && *moved < budget)
 			*moved += kevd_pull_drain(evd, NULL, budget - *moved,
 						  true);
-		if (*moved && !rearms &&
+		if (*moved && !rearms && consumer &&
 		    kevd_pull_unarmed_ok(evd, kevd_pull_waiter_returns(evd)))
 			return false;
 		if (*moved >= budget)
@@ -322,7 +322,8 @@ static bool kevd_pull_missed(struct kevd *evd, int *passes)
 	return test_and_clear_bit(KEVD_POLL_MISSED, &evd->poll_state);
 }
 
-static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to)
+static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to,
+			bool consumer)
 {
 	bool again, notified = false;
 	int passes = 0;
@@ -343,7 +344,7 @@ static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to)
 	do {
 		notified |= test_and_clear_bit(KEVD_POLL_NOTIFIED,
 					       &evd->poll_state);
-		again = kevd_pull_pass(evd, to, budget, &moved);
+		again = kevd_pull_pass(evd, to, budget, &moved, consumer);
 	} while (!again && kevd_pull_missed(evd, &passes));
 	/* as a pass counts them: a waiter's pull takes the notification */
 	if (notified && !moved)
@@ -358,7 +359,8 @@ static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to)
 	smp_mb();
 	if (kevd_upcalls_enabled(READ_ONCE(evd->policy)))
 		again = true;
-	evd->postats.pulls++;
+	if (consumer)
+		evd->postats.pulls++;
 	trace_kevd_pull(evd, moved, again);
 	kevd_poll_release(evd, again);
 	return true;
@@ -380,7 +382,30 @@ static bool __kevd_pull(struct kevd *evd, struct kevd_pull_to *to)
  */
 bool kevd_pull(struct kevd *evd)
 {
-	return __kevd_pull(evd, NULL);
+	return __kevd_pull(evd, NULL, true);
+}
+
+/**
+ * kevd_pull_or_schedule() - the pass an EVD needs: the caller's, or a poller's.
+ * @evd: the EVD.
+ * @consumer: the caller stands for the consumer, who comes back: a query
+ *	after a pull's unarmed let-go, which may let go so again and counts
+ *	in the pulls. Else (a post of a connection event that waits behind
+ *	the CQ) the pass lets go as a poller's would, armed, or with a pass
+ *	queued for what it left, and is no sign that the consumer pulls
+ *	(evd/pass.c, kevd_pass_hand_back()).
+ *
+ * In process context the caller makes the pass itself (kevd_pull())
+ * where it may, so that what the pass queues is there when it returns;
+ * else (upcalls enabled, another owner, atomic context outside a task)
+ * it schedules one.
+ *
+ * Context: any; does not sleep.
+ */
+void kevd_pull_or_schedule(struct kevd *evd, bool consumer)
+{
+	if (!(in_task() && __kevd_pull(evd, NULL, consumer)))
+		kevd_schedule(evd);
 }
 
 /**
@@ -409,7 +434,7 @@ bool kevd_pull_into(struct kevd *evd, struct kevd_event *evs, u32 room,
 		    u32 *got)
 {
 	struct kevd_pull_to to = { .evs = evs, .room = room };
-	bool pulled = __kevd_pull(evd, &to);
+	bool pulled = __kevd_pull(evd, &to, true);
 
 	*got = to.got;
 	return pulled;

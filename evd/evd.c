@@ -751,9 +751,13 @@ static bool kevd_fenced(struct kevd *evd, const struct kevd_event *ev)
  * %KEVD_ASYNC_ERROR_EVD_OVERFLOW goes to its async EVD.
  *
  * On an EVD that also has the DTO stream, a connection event other than
- * ESTABLISHED becomes visible only after the poller has drained the CQ:
+ * ESTABLISHED becomes visible only after a pass has drained the CQ:
  * every completion in the CQ when it was posted (an endpoint's flushes
- * before its DISCONNECTED) is queued ahead of it. ESTABLISHED is queued
+ * before its DISCONNECTED) is queued ahead of it. In process context,
+ * with upcalls disabled and nobody on the EVD, the post makes that pass
+ * itself, as a consumer's pull would: the event is queued when it
+ * returns, unless the CQ held more than a poll budget. Else a poller
+ * makes it. ESTABLISHED is queued
  * at once, ahead of whatever the CQ still holds, unless an earlier
  * connection event is still held: then it is held behind that one, and
  * what the CQ holds comes first (the stream's order before the rest).
@@ -807,8 +811,8 @@ int kevd_post_established(struct kevd *evd, const struct kevd_event *ev,
 	if (kevd_fenced(evd, ev)) {
 		ret = gate ? kevd_cq_fence_gated(evd, &e, gate) :
 			     kevd_ring_fence(&evd->ring, &e, NULL);
-		if (!ret)
-			kevd_schedule(evd);	/* the pass that unfences */
+		if (!ret)	/* the pass that unfences */
+			kevd_pull_or_schedule(evd, false);
 		ret = ret ?: !!gate;
 	} else {
 		ret = kevd_ring_post(&evd->ring, &e, stream, true);
@@ -1014,8 +1018,8 @@ int kevd_query(struct kevd *evd, struct kevd_param *param)
 	 * itself, so that the count it reports has them; elsewhere (or if
 	 * the EVD is owned) a pass takes them after it returns (dto/pull.c).
 	 */
-	if (READ_ONCE(evd->pull_unarmed) && !(in_task() && kevd_pull(evd)))
-		kevd_schedule(evd);
+	if (READ_ONCE(evd->pull_unarmed))
+		kevd_pull_or_schedule(evd, true);
 	param->qlen = kevd_ring_qlen(&evd->ring);
 	param->count = kevd_ring_count(&evd->ring);
 	param->flags = evd->flags;

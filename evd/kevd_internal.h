@@ -1018,6 +1018,7 @@ bool kevd_cq_arm_check(struct kevd *evd, struct ib_wc *wcs);
 u32 kevd_batch_rest(struct kevd *evd);
 u32 kevd_batch_take(struct kevd *evd, struct kevd_event *evs, u32 max);
 bool kevd_pull(struct kevd *evd);
+void kevd_pull_or_schedule(struct kevd *evd, bool consumer);
 bool kevd_pull_into(struct kevd *evd, struct kevd_event *evs, u32 room,
 		    u32 *got);
 bool kevd_pull_unarmed_ok(struct kevd *evd, bool self_ok);

@@ -4862,6 +4862,52 @@ static void kevd_consumer_disconnect_after_flushes(struct kunit *test)
 }
 
 /*
+ * A consumer that dequeues after a connection event was posted to its
+ * endpoint's EVD (upcalls disabled, the CQ empty, nobody else on the
+ * EVD) finds it, as on an EVD without the DTO stream: the post makes the
+ * pass that queues it behind the CQ itself. Before, the post queued a
+ * poller's pass, and the dequeue found the EVD empty until that poller
+ * had run.
+ */
+static void kevd_consumer_disconnect_dequeued_after_post(struct kunit *test)
+{
+	struct kevd_event est = {
+		.event_number = KEVD_CONNECTION_EVENT_ESTABLISHED,
+	};
+	struct kevd_event disc = {
+		.event_number = KEVD_CONNECTION_EVENT_DISCONNECTED,
+	};
+	static const u32 want[] = { KEVD_CONNECTION_EVENT_ESTABLISHED,
+				    KEVD_CONNECTION_EVENT_DISCONNECTED };
+	struct kevd_event ev;
+	struct fake_hca *hca;
+	struct kevd *evd;
+	unsigned long i;
+	unsigned int j;
+
+	hca = fake_hca_create(FAKE_HCA_STRICT_IGNORE);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
+	evd = fence_evd(test, hca);
+	for (i = 1; i <= 8; i++) {
+		est.connection.ep = (void *)i;
+		disc.connection.ep = (void *)i;
+		KUNIT_ASSERT_EQ(test, kevd_post_event(evd, &est), 0);
+		KUNIT_ASSERT_EQ(test, kevd_post_event(evd, &disc), 0);
+		for (j = 0; j < ARRAY_SIZE(want); j++) {
+			memset(&ev, 0, sizeof(ev));
+			KUNIT_ASSERT_EQ_MSG(test, kevd_dequeue(evd, &ev), 0,
+					    "event %#x of endpoint %lu",
+					    want[j], i);
+			KUNIT_EXPECT_EQ(test, ev.event_number, want[j]);
+			KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, (void *)i);
+		}
+		KUNIT_EXPECT_EQ(test, kevd_dequeue(evd, &ev), -EAGAIN);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+	fake_hca_destroy(hca);
+}
+
+/*
  * The connection stream keeps its order: ESTABLISHED of one endpoint,
  * posted while DISCONNECTED of another is held behind the CQ (the ring is
  * full), comes after it, not ahead (on the old code it overtook it).
@@ -7852,6 +7898,7 @@ static struct kunit_case kevd_consumer_cases[] = {
 			      seed_stream_gen_params, { .speed = KUNIT_SPEED_SLOW }),
 	KUNIT_CASE(kevd_consumer_unknown_event_number),
 	KUNIT_CASE(kevd_consumer_disconnect_after_flushes),
+	KUNIT_CASE(kevd_consumer_disconnect_dequeued_after_post),
 	KUNIT_CASE(kevd_consumer_established_behind_held),
 	KUNIT_CASE(kevd_consumer_fenced_event_discarded),
 	KUNIT_CASE(kevd_consumer_resize_counts_held),
