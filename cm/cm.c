@@ -46,9 +46,12 @@
  *   - kevd_cr_accept() sets the EVDs of a request under the id's handler
  *     mutex (rdma_lock_handler()), so the handler never sees them change;
  *   - an endpoint whose QP completes into its connection EVD's CQ gates
- *     the QP (kevd_cq_gate()) from before it can receive until its
- *     ESTABLISHED is queued, or the connect ends otherwise: a receive
- *     that beats ESTABLISHED (the RTU, or REP processing) waits for it;
+ *     the QP (kevd_cq_gate_at(), on the id's ->qp: the active side's
+ *     goes up before its ROUTE_RESOLVED handler makes the QP) from
+ *     before it can receive until its ESTABLISHED is queued, or the
+ *     connect ends otherwise: a receive that beats ESTABLISHED (the RTU,
+ *     REP processing, an iWARP provider's RTS on the MPA reply) waits
+ *     for it. The gate is lifted before the id is destroyed;
  *   - lifetime: a binding lives as long as its id. kevd_cm_destroy_id()
  *     first waits for a running handler (rdma_lock_handler()) and marks
  *     the binding dying under the handler mutex: from then on the handler
@@ -105,8 +108,9 @@ enum kevd_cm_conn {
  * @handle: on a pending request, its index in kevd_crs; 0 otherwise.
  * @listener_cr: on a pending request, its listener's CR EVD, which its CR
  *	event is on: the listener holds it while the request is on its list.
- * @gated: the EVD whose CQ the endpoint's QP completes into, while its
- *	completions wait for its ESTABLISHED (kevd_cq_gate()), or NULL.
+ * @gated: the EVD whose CQ the endpoint's QP completes into (or will),
+ *	while its completions wait for its ESTABLISHED (kevd_cq_gate_at()),
+ *	or NULL.
  * @gate: the gate record on @gated.
  * @request: a request not accepted: kevd's, not the consumer's. Its events
  *	go nowhere, but for DEVICE_REMOVAL, which ends it if it is still
@@ -219,18 +223,22 @@ static bool kevd_cm_feeds(struct kevd *evd, struct ib_qp *qp)
 
 /*
  * Hold back the completions of @cm's QP on @evd until its ESTABLISHED is
- * queued, if the QP completes into @evd's CQ. Before the QP can receive:
- * the passive side before rdma_accept(), the active side when its
- * ROUTE_RESOLVED handler has connected (the REP, which moves the QP to
- * RTR, is handled after that handler returns).
+ * queued: the QP of its id, now or once the consumer makes it, if it
+ * completes into @evd's CQ. Before the QP can receive: the passive side
+ * before rdma_accept(), the active side before its ROUTE_RESOLVED
+ * handler runs, which makes and connects it (on iWARP the provider moves
+ * it to RTS on the peer's reply in its own context, so a receive may
+ * complete before that handler returns), or which a consumer's thread
+ * does later. Lifted by kevd_cm_ungate() before the id goes.
  */
 static void kevd_cm_gate(struct kevd_cm *cm, struct kevd *evd)
 {
 	struct ib_qp *qp = cm->id->qp;
 
-	if (cm->gated || !evd || !qp || !kevd_cm_feeds(evd, qp))
+	if (cm->gated || !evd || !kevd_cq(evd) ||
+	    (qp && !kevd_cm_feeds(evd, qp)))
 		return;
-	kevd_cq_gate(evd, &cm->gate, qp);
+	kevd_cq_gate_at(evd, &cm->gate, &cm->id->qp);
 	cm->gated = evd;
 }
 
@@ -491,9 +499,9 @@ static void kevd_cm_destroy_qp(struct kevd_cm *cm, bool in_error)
 {
 	struct kevd_cm_qp q;
 
+	kevd_cm_ungate(cm);	/* also without a QP: the gate reads the id */
 	if (!cm->id->qp)
 		return;
-	kevd_cm_ungate(cm);
 	kevd_cm_qp_take(&q, cm->id->qp, in_error);
 	kevd_cm_qp_end(&q, cm->id);
 }
@@ -787,16 +795,15 @@ static void kevd_cm_end_in_handler(struct kevd_cm *cm, struct rdma_cm_id *id)
 static int kevd_cm_chain(struct kevd_cm *cm, struct rdma_cm_id *id,
 			 struct rdma_cm_event *ev)
 {
-	int ret = cm->chain(id, ev);
+	int ret;
 
-	if (ret) {
-		kevd_cm_end_in_handler(cm, id);
-		return ret;
-	}
-	/* the consumer made its QP and connected: hold it until ESTABLISHED */
+	/* the consumer makes its QP and connects: hold it until ESTABLISHED */
 	if (ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED)
 		kevd_cm_gate(cm, cm->conn_evd);
-	return 0;
+	ret = cm->chain(id, ev);
+	if (ret)
+		kevd_cm_end_in_handler(cm, id);
+	return ret;
 }
 
 static int kevd_cm_request(struct kevd_cm *listener, struct rdma_cm_id *id,

@@ -193,7 +193,7 @@ static bool kevd_cq_gated(struct kevd *evd, struct ib_qp *qp, bool first)
 
 	spin_lock_irqsave(&evd->lock, flags);
 	list_for_each_entry(g, &evd->gated_qps, node)
-		if (g->qp == qp)
+		if (READ_ONCE(*g->qpp) == qp)
 			gate = g;
 	if (gate && gate->est_held) {
 		again = !first;
@@ -502,31 +502,52 @@ int kevd_cq_poll(struct kevd *evd, int n, struct ib_wc *wcs)
 }
 
 /**
- * kevd_cq_gate() - hold back a QP's completions.
- * @evd: an EVD whose CQ @qp completes into.
+ * kevd_cq_gate_at() - hold back the completions of the QP at @qpp.
+ * @evd: the EVD.
  * @gate: the caller's record, on the EVD until kevd_cq_ungate().
- * @qp: the QP.
+ * @qpp: where the QP is, or will be (an rdma_cm_id's ->qp, which
+ *	rdma_create_qp() sets); it must stay valid until kevd_cq_ungate().
  *
  * For the CM binding: from before the QP can receive (rdma_accept(), or
- * the requester's connect) until its ESTABLISHED is queued. A completion
- * of @qp that the owner polls meanwhile waits (parked), and so does the
- * CQ behind it; nothing waits if none comes. The gate must be set before
- * the QP can complete anything: then any poll that returns a completion
- * of it comes after the gate, through the provider's own ordering.
+ * before the requester's ROUTE_RESOLVED handler makes and connects it)
+ * until its ESTABLISHED is queued. A completion of the QP that the owner
+ * polls meanwhile waits (parked), and so does the CQ behind it; nothing
+ * waits if none comes, or if the QP completes into another CQ. The gate
+ * must be set before the QP can complete anything: then any poll that
+ * returns a completion of it comes after the gate, through the
+ * provider's own ordering, and finds the QP at @qpp (set before it
+ * could complete).
  *
  * Context: any; takes evd->lock.
  */
-void kevd_cq_gate(struct kevd *evd, struct kevd_gate *gate, struct ib_qp *qp)
+void kevd_cq_gate_at(struct kevd *evd, struct kevd_gate *gate,
+		     struct ib_qp **qpp)
 {
 	unsigned long flags;
 
-	gate->qp = qp;
+	gate->qpp = qpp;
 	gate->est_held = false;
 	spin_lock_irqsave(&evd->lock, flags);
 	list_add_tail(&gate->node, &evd->gated_qps);
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
-EXPORT_SYMBOL_GPL(kevd_cq_gate);	/* not public: cm/cm.c and kevd's tests */
+
+/**
+ * kevd_cq_gate() - hold back a QP's completions.
+ * @evd: an EVD whose CQ @qp completes into.
+ * @gate: the caller's record, on the EVD until kevd_cq_ungate().
+ * @qp: the QP.
+ *
+ * kevd_cq_gate_at() for a QP that exists.
+ *
+ * Context: any; takes evd->lock.
+ */
+void kevd_cq_gate(struct kevd *evd, struct kevd_gate *gate, struct ib_qp *qp)
+{
+	gate->qp = qp;
+	kevd_cq_gate_at(evd, gate, &gate->qp);
+}
+EXPORT_SYMBOL_GPL(kevd_cq_gate);	/* not public: kevd's tests */
 
 /**
  * kevd_cq_ungate() - let a gated QP's completions go.
@@ -557,7 +578,7 @@ void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate)
 		kevd_producer_done(evd);
 	kevd_schedule(evd);
 }
-EXPORT_SYMBOL_GPL(kevd_cq_ungate);	/* not public: as kevd_cq_gate() */
+EXPORT_SYMBOL_GPL(kevd_cq_ungate);	/* not public: kevd's tests */
 
 /**
  * kevd_cq_fence_gated() - hold a gated endpoint's ESTABLISHED.

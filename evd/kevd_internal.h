@@ -861,7 +861,8 @@ void kevd_cq_unstall(struct kevd *evd);
 /**
  * struct kevd_gate - a QP whose completions wait for its ESTABLISHED.
  * @node: on the EVD's gated_qps; off it (empty) once lifted.
- * @qp: the QP.
+ * @qp: the QP, for kevd_cq_gate().
+ * @qpp: where the QP is, or will be (kevd_cq_gate_at()).
  * @est_held: its ESTABLISHED is held behind an earlier connection event
  *	(kevd_cq_fence_gated()): the gate lifts when that enters the ring.
  *	Under evd->lock.
@@ -869,6 +870,7 @@ void kevd_cq_unstall(struct kevd *evd);
 struct kevd_gate {
 	struct list_head node;
 	struct ib_qp *qp;
+	struct ib_qp **qpp;
 	bool est_held;
 };
 
@@ -903,6 +905,8 @@ static inline void kevd_cq_convert(struct kevd *evd, const struct ib_wc *wc,
 }
 
 void kevd_cq_gate(struct kevd *evd, struct kevd_gate *gate, struct ib_qp *qp);
+void kevd_cq_gate_at(struct kevd *evd, struct kevd_gate *gate,
+		     struct ib_qp **qpp);
 void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate);
 int kevd_cq_fence_gated(struct kevd *evd, const struct kevd_event *ev,
 			struct kevd_gate *gate);

@@ -877,6 +877,111 @@ static void kevd_cm_established_before_own_completions(struct kunit *test)
 	fake_hca_destroy(hca);
 }
 
+/*
+ * An active endpoint's QP is gated from before the consumer's
+ * ROUTE_RESOLVED handler runs, keyed on its id. On iWARP the provider
+ * moves the QP to RTS on the peer's MPA reply in its own context (siw's
+ * siw_proc_mpareply()), so a receive can complete while that handler
+ * still runs (@in_handler); and a consumer may make its QP and connect
+ * later, from its own thread. Either way the receive waits for
+ * ESTABLISHED: a wait for it meanwhile times out. Before, the gate went
+ * up when the handler had returned, on the QP made by then: the receive
+ * came first in both cases.
+ */
+struct cm_early {
+	struct ib_qp *qp;
+	struct kevd *evd;
+	bool in_handler;
+	int added;
+	int early;
+};
+
+/* How long a receive that must wait for ESTABLISHED is looked for. */
+#define CM_EARLY_US	(300 * USEC_PER_MSEC)
+
+/* As siw and the peer would: the QP completes a receive at once. */
+static int cm_early_recv(struct cm_early *e, struct rdma_cm_id *id)
+{
+	struct ib_wc wc = {
+		.wr_id = 7, .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV,
+		.byte_len = 8, .qp = e->qp,
+	};
+	struct kevd_event ev;
+	u32 nmore;
+
+	id->qp = e->qp;		/* as rdma_create_qp() and rdma_connect() */
+	e->added = fake_cq_add(kevd_cq(e->evd), &wc);
+	return kevd_wait(e->evd, CM_EARLY_US, 1, &ev, &nmore);
+}
+
+static int cm_early_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct cm_early *e = kevd_cm_context(id);
+
+	if (ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED && e->in_handler)
+		e->early = cm_early_recv(e, id);
+	return 0;
+}
+
+static void kevd_cm_established_before_early_receive(struct kunit *test)
+{
+	struct cm_early *e = kunit_kzalloc(test, sizeof(*e), GFP_KERNEL);
+	struct kevd_cm_attr attr = { };
+	struct rdma_cm_id *id;
+	struct fake_hca *hca;
+	struct kevd_event ev;
+	struct kevd *evd;
+	u32 nmore;
+	int pass;
+
+	KUNIT_ASSERT_NOT_NULL(test, e);
+	for (pass = 0; pass < 2; pass++) {
+		evd = kevd_test_dto_conn_evd(test, &hca);
+		e->evd = evd;
+		e->qp = fake_qp_create(hca, kevd_cq(evd), 16);
+		KUNIT_ASSERT_FALSE(test, IS_ERR(e->qp));
+		e->in_handler = !pass;
+		id = rdma_create_id(&init_net, cm_early_handler, e,
+				    RDMA_PS_TCP, IB_QPT_RC);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, id);
+		attr.conn_evd = evd;
+		attr.ep = e;
+		KUNIT_ASSERT_EQ(test, kevd_cm_bind(id, &attr), 0);
+
+		KUNIT_EXPECT_EQ(test, cm_fire(id, RDMA_CM_EVENT_ROUTE_RESOLVED,
+					      0, NULL, 0), 0);
+		if (!e->in_handler)
+			e->early = cm_early_recv(e, id);
+		KUNIT_EXPECT_EQ(test, e->added, 0);
+		KUNIT_EXPECT_EQ_MSG(test, e->early, -ETIMEDOUT,
+				    "the receive came before ESTABLISHED (%s)",
+				    e->in_handler ? "in the handler" : "after it");
+		KUNIT_EXPECT_EQ(test, cm_fire(id, RDMA_CM_EVENT_ESTABLISHED,
+					      0, NULL, 0), 0);
+		if (!kevd_wait(evd, 5 * USEC_PER_SEC, 1, &ev, &nmore)) {
+			KUNIT_EXPECT_EQ(test, ev.event_number,
+					(u32)KEVD_CONNECTION_EVENT_ESTABLISHED);
+			KUNIT_EXPECT_PTR_EQ(test, ev.connection.ep, (void *)e);
+		} else {
+			KUNIT_FAIL(test, "ESTABLISHED did not come");
+		}
+		if (!kevd_wait(evd, 5 * USEC_PER_SEC, 1, &ev, &nmore)) {
+			KUNIT_EXPECT_EQ(test, ev.event_number,
+					(u32)KEVD_DTO_COMPLETION_EVENT);
+			KUNIT_EXPECT_EQ(test, ev.dto.cookie, 7ULL);
+		} else {
+			KUNIT_FAIL(test, "the receive did not come");
+		}
+		cm_expect_none(test, evd);
+
+		id->qp = NULL;		/* the fake QP is the test's */
+		kevd_cm_destroy_id(id);
+		KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+		fake_qp_destroy(e->qp);
+		fake_hca_destroy(hca);
+	}
+}
+
 /* The next event of @evd, within the test's bound; false if none came. */
 static bool cm_next(struct kunit *test, struct kevd *evd,
 		    struct kevd_event *ev)
@@ -1211,6 +1316,7 @@ static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_bind_checks),
 	KUNIT_CASE(kevd_cm_refusal_keeps_data),
 	KUNIT_CASE(kevd_cm_established_before_own_completions),
+	KUNIT_CASE(kevd_cm_established_before_early_receive),
 	KUNIT_CASE(kevd_cm_broken_once_established),
 	KUNIT_CASE(kevd_cm_rejected_ends_once),
 	KUNIT_CASE(kevd_cm_held_established_keeps_data),
