@@ -10,9 +10,21 @@
  *
  * Numeric values (event numbers, stream flags, DTO statuses, upcall
  * policies and flags) are those of kDAT 2.0, so a DAT consumer maps 1:1.
- * Errors are negative errno values.
+ * Errors are negative errno values, each standing for a DAT return code:
+ * -EINVAL invalid parameter or handle (NULL, out of range, a stream the
+ * EVD does not have, an EVD being freed), -EAGAIN queue empty, -ENOSPC
+ * queue full (kevd_post_se()), -EOVERFLOW an event dropped for room (the
+ * EVD overflowed), -EBUSY invalid state (an EVD still in use by a
+ * stream, a waiter or a resize; a second waiter; a resize below what is
+ * queued), -ETIMEDOUT timeout expired, -ERESTARTSYS interrupted call,
+ * -ECANCELED a wait on an unwaitable EVD, -EDEADLK a call that would
+ * wait for the caller's own upcall, -ENOMEM insufficient resources; a
+ * provider's own error passes through (-EOPNOTSUPP from a resize whose
+ * CQ cannot grow, as on siw).
  *
- * Documentation/kevd/api.rst describes the semantics in full.
+ * The kernel-doc of each function, at its definition in kevd's sources,
+ * gives its context and its return values; Documentation/kevd/api.rst
+ * describes the semantics in full.
  */
 #ifndef _KEVD_KEVD_H
 #define _KEVD_KEVD_H
@@ -386,7 +398,11 @@ struct kevd_upcall {
  * struct kevd_attr - attributes of a new EVD; kevd_attr_init() sets the
  * defaults (module parameters), then the consumer changes what it needs.
  * @qlen: minimum queue length, 1 .. 2^20; kevd_query() reports the actual
- *	one, which is never above 2^20 either.
+ *	one, which is never above 2^20 either. DTO completions and software
+ *	events fill at most the queue length (then completions wait in the
+ *	CQ, kevd_post_se() gets -ENOSPC); CR, connection, async and RMR
+ *	bind events, which cannot wait, may use 8 slots of headroom above
+ *	it before one is dropped (-EOVERFLOW, and an overflow event).
  * @flags: stream flags (KEVD_*_FLAG).
  * @upcall_policy: initial &enum kevd_upcall_policy (not TEARDOWN).
  * @upcall: initial upcall object; required unless the policy is DISABLE.
