@@ -146,7 +146,7 @@ static struct kevd_uint_param kevd_budget_param = {
 
 module_param_cb(poll_budget, &kevd_uint_ops, &kevd_budget_param, 0644);
 MODULE_PARM_DESC(poll_budget,
-		 "Events a poller handles per EVD per pass before it moves on (1..65536, default 64)");
+		 "Work per EVD per poller pass before it moves on: completions moved plus events delivered (1..65536, default 64)");
 
 unsigned int kevd_param_defer_arm = 1;
 static struct kevd_uint_param kevd_defer_param = {
