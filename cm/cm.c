@@ -1314,8 +1314,10 @@ EXPORT_SYMBOL_GPL(kevd_cr_accept);
  * @private_data: private data for the requester, or NULL.
  * @private_data_len: its size.
  *
- * The requester sees a consumer reject (DAT: PEER_REJECTED). The request's
- * id is destroyed, with its private data.
+ * The requester sees a consumer reject (DAT: PEER_REJECTED; a requester
+ * on siw only if @private_data is given: siw reports a reject as a broken
+ * MPA exchange, cm.rst). The request's id is destroyed, with its private
+ * data.
  *
  * Context: process context; sleeps. Not from a CM event handler.
  * Return: 0 (also when the CM could not send the reject: the request is
