@@ -795,15 +795,25 @@ static void kevd_cm_end_in_handler(struct kevd_cm *cm, struct rdma_cm_id *id)
 static int kevd_cm_chain(struct kevd_cm *cm, struct rdma_cm_id *id,
 			 struct rdma_cm_event *ev)
 {
+	struct ib_qp *qp;
 	int ret;
 
 	/* the consumer makes its QP and connects: hold it until ESTABLISHED */
 	if (ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED)
 		kevd_cm_gate(cm, cm->conn_evd);
+	/* a connect without a QP on the id gets no ESTABLISHED: nothing to hold */
+	else if (ev->event == RDMA_CM_EVENT_CONNECT_RESPONSE)
+		kevd_cm_ungate(cm);
 	ret = cm->chain(id, ev);
-	if (ret)
+	if (ret) {
 		kevd_cm_end_in_handler(cm, id);
-	return ret;
+		return ret;
+	}
+	/* a QP that completes elsewhere needs no gate here */
+	qp = id->qp;
+	if (cm->gated && qp && !kevd_cm_feeds(cm->gated, qp))
+		kevd_cm_ungate(cm);
+	return 0;
 }
 
 static int kevd_cm_request(struct kevd_cm *listener, struct rdma_cm_id *id,

@@ -42,7 +42,7 @@
  * A CQ whose drain stopped at a full ring is not armed: the consumer's
  * next dequeue pulls the rest, or reschedules the EVD (evd/evd.c,
  * kevd_consumer_done()). Nor is one held by a parked
- * completion (kevd_cq_gate()). An arm that fails (the provider's error)
+ * completion (kevd_cq_gate_at()). An arm that fails (the provider's error)
  * leaves the CQ unarmed, so no notification would come: the EVD then
  * needs another pass, and its CQ is polled on every pass until an arm
  * succeeds (warned once per failure streak). Nothing is lost; the cost is

@@ -22,7 +22,7 @@
  *     when its DISCONNECTED was posted come before it. While a hold is on
  *     (evd->nholds, dto/drain.c: the markers behind a disconnected QP's
  *     flushes, KEVD_HOLD_WAIT at most) none is queued.
- *   - A gated QP (kevd_cq_gate(), cm/cm.c while an endpoint awaits its
+ *   - A gated QP (kevd_cq_gate_at(), cm/cm.c while an endpoint awaits its
  *     ESTABLISHED): the owner parks the first completion of it that it
  *     polls and polls the CQ no further until the gate lifts; gated QPs
  *     are on evd->gated_qps, under evd->lock, looked up only while one is
@@ -192,8 +192,9 @@ static bool kevd_cq_gated(struct kevd *evd, struct ib_qp *qp, bool first)
 	unsigned long flags;
 
 	spin_lock_irqsave(&evd->lock, flags);
+	/* a gate whose id has no QP yet holds nothing */
 	list_for_each_entry(g, &evd->gated_qps, node)
-		if (READ_ONCE(*g->qpp) == qp)
+		if (qp && READ_ONCE(*g->qpp) == qp)
 			gate = g;
 	if (gate && gate->est_held) {
 		again = !first;
@@ -461,7 +462,7 @@ out:
  * @n: at most this many.
  * @wcs: where to put them.
  *
- * While a QP is gated (kevd_cq_gate()), the first completion of it that
+ * While a QP is gated (kevd_cq_gate_at()), the first completion of it that
  * the owner polls is parked and the CQ is polled no further: the
  * completions behind it wait in the CQ, in order, until the gate lifts.
  * Other QPs' completions ahead of it flow. No gate: ib_poll_cq() alone,
@@ -552,7 +553,7 @@ EXPORT_SYMBOL_GPL(kevd_cq_gate);	/* not public: kevd's tests */
 /**
  * kevd_cq_ungate() - let a gated QP's completions go.
  * @evd: the EVD.
- * @gate: the record kevd_cq_gate() took.
+ * @gate: the record kevd_cq_gate_at() took.
  *
  * The EVD is scheduled: its owner hands on a parked completion first,
  * then drains the CQ and arms it again.

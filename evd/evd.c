@@ -781,7 +781,7 @@ EXPORT_SYMBOL_GPL(kevd_post_event);
  * @evd: the EVD.
  * @ev: the event: the CM's ESTABLISHED of the endpoint whose QP @gate
  *	holds back on @evd; any event with @gate NULL.
- * @gate: the endpoint's gate (kevd_cq_gate()), or NULL.
+ * @gate: the endpoint's gate (kevd_cq_gate_at()), or NULL.
  *
  * An ESTABLISHED held behind an earlier connection event keeps its
  * endpoint's gate up until it enters the ring (kevd_cq_fence_gated()):

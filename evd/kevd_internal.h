@@ -320,7 +320,7 @@ struct kevd_direct {
  * @dim: the CQ's adaptive moderation (cq_dim, dto/dim.c), or NULL.
  * @moderations: profiles it applied (its work's counter).
  * @comp_vector: its completion vector.
- * @gated_qps: QPs gated (struct kevd_gate, kevd_cq_gate()); changed under
+ * @gated_qps: QPs gated (struct kevd_gate, kevd_cq_gate_at()); changed under
  *	@lock, checked for emptiness without it on every poll.
  * @cq_polls: polls of the CQ begun while a drain waited (written by the
  *	owner; kevd_cq_flush_qp() reads it).

@@ -982,6 +982,66 @@ static void kevd_cm_established_before_early_receive(struct kunit *test)
 	}
 }
 
+/*
+ * A gate holds only the QP of a connect that gets an ESTABLISHED on this
+ * EVD: an id that connects without a QP of its own (CONNECT_RESPONSE, no
+ * ESTABLISHED ever) and an id whose QP completes into another EVD's CQ
+ * leave the EVD's polls batched. Before, the gate that went up before
+ * ROUTE_RESOLVED stayed: the QP-less one held even completions without
+ * a QP, and the other made every poll take one completion.
+ */
+static void kevd_cm_gate_only_own_connect(struct kunit *test)
+{
+	struct cm_active *a = kunit_kzalloc(test, sizeof(*a), GFP_KERNEL);
+	struct fake_cq_stats before, after;
+	struct kevd_cm_attr attr = { };
+	struct fake_hca *hca, *hca2;
+	struct kevd *evd, *other;
+	struct rdma_cm_id *id;
+	struct kevd_event ev;
+	u32 nmore;
+	int pass;
+
+	KUNIT_ASSERT_NOT_NULL(test, a);
+	other = kevd_test_dto_conn_evd(test, &hca2);
+	for (pass = 0; pass < 2; pass++) {
+		evd = kevd_test_dto_conn_evd(test, &hca);
+		a->qp = pass ? fake_qp_create(hca2, kevd_cq(other), 16) : NULL;
+		KUNIT_ASSERT_FALSE(test, IS_ERR(a->qp));
+		id = cm_active_id(test, a);
+		attr.conn_evd = evd;
+		attr.ep = a;
+		KUNIT_ASSERT_EQ(test, kevd_cm_bind(id, &attr), 0);
+		KUNIT_EXPECT_EQ(test, cm_fire(id, RDMA_CM_EVENT_ROUTE_RESOLVED,
+					      0, NULL, 0), 0);
+		if (!pass)
+			KUNIT_EXPECT_EQ(test,
+					cm_fire(id, RDMA_CM_EVENT_CONNECT_RESPONSE,
+						0, NULL, 0), 0);
+
+		fake_cq_stats(kevd_cq(evd), &before);
+		KUNIT_EXPECT_EQ(test, fake_cq_add_seq_burst(kevd_cq(evd), 32),
+				32);
+		KUNIT_EXPECT_EQ_MSG(test, kevd_wait(evd, 5 * USEC_PER_SEC, 32,
+						    &ev, &nmore), 0,
+				    "pass %d", pass);
+		fake_cq_stats(kevd_cq(evd), &after);
+		KUNIT_EXPECT_EQ(test, after.polled - before.polled, 32ULL);
+		/* batched: not one poll per completion */
+		KUNIT_EXPECT_LT_MSG(test, after.polls - before.polls, 16ULL,
+				    "pass %d", pass);
+
+		id->qp = NULL;		/* the fake QP is the test's */
+		kevd_cm_destroy_id(id);
+		KUNIT_EXPECT_EQ(test, kevd_free(evd), 0);
+		if (pass)
+			fake_qp_destroy(a->qp);
+		fake_hca_destroy(hca);
+	}
+	KUNIT_EXPECT_EQ(test, kevd_free(other), 0);
+	fake_hca_destroy(hca2);
+}
+
 /* The next event of @evd, within the test's bound; false if none came. */
 static bool cm_next(struct kunit *test, struct kevd *evd,
 		    struct kevd_event *ev)
@@ -1317,6 +1377,7 @@ static struct kunit_case kevd_cm_cases[] = {
 	KUNIT_CASE(kevd_cm_refusal_keeps_data),
 	KUNIT_CASE(kevd_cm_established_before_own_completions),
 	KUNIT_CASE(kevd_cm_established_before_early_receive),
+	KUNIT_CASE(kevd_cm_gate_only_own_connect),
 	KUNIT_CASE(kevd_cm_broken_once_established),
 	KUNIT_CASE(kevd_cm_rejected_ends_once),
 	KUNIT_CASE(kevd_cm_held_established_keeps_data),
