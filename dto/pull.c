@@ -59,8 +59,10 @@
  * lock for one drain at a time (it never sleeps).
  *
  * Context: the pull itself runs in a consumer thread (process context,
- * or a kevd_dequeue() caller's atomic context: it never sleeps), with no
- * kevd lock held; each function's kernel-doc says where it runs (the
+ * or a kevd_dequeue() caller's atomic context: it never sleeps), or in
+ * the task that posts a connection event held behind the CQ
+ * (kevd_pull_or_schedule(): rdma_cm's handler, say, under
+ * rcu_read_lock()), with no kevd lock held; each function's kernel-doc says where it runs (the
  * pending check runs anywhere, kevd_pull_leave() under evd->lock, the
  * batch takes on poller threads too).
  */

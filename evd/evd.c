@@ -755,9 +755,11 @@ static bool kevd_fenced(struct kevd *evd, const struct kevd_event *ev)
  * every completion in the CQ when it was posted (an endpoint's flushes
  * before its DISCONNECTED) is queued ahead of it. In process context,
  * with upcalls disabled and nobody on the EVD, the post makes that pass
- * itself, as a consumer's pull would: the event is queued when it
- * returns, unless the CQ held more than a poll budget. Else a poller
- * makes it. ESTABLISHED is queued
+ * itself, as a consumer's pull would; the event is then queued when it
+ * returns, unless that pass could not empty the CQ (more than a poll
+ * budget, a full ring, a completion held for an endpoint's ESTABLISHED,
+ * a failing poll) or a disconnected QP's flushes are still due. Else,
+ * and for what that pass left, a poller makes it. ESTABLISHED is queued
  * at once, ahead of whatever the CQ still holds, unless an earlier
  * connection event is still held: then it is held behind that one, and
  * what the CQ holds comes first (the stream's order before the rest).
