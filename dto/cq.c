@@ -532,23 +532,7 @@ void kevd_cq_gate_at(struct kevd *evd, struct kevd_gate *gate,
 	list_add_tail(&gate->node, &evd->gated_qps);
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
-
-/**
- * kevd_cq_gate() - hold back a QP's completions.
- * @evd: an EVD whose CQ @qp completes into.
- * @gate: the caller's record, on the EVD until kevd_cq_ungate().
- * @qp: the QP.
- *
- * kevd_cq_gate_at() for a QP that exists.
- *
- * Context: any; takes evd->lock.
- */
-void kevd_cq_gate(struct kevd *evd, struct kevd_gate *gate, struct ib_qp *qp)
-{
-	gate->qp = qp;
-	kevd_cq_gate_at(evd, gate, &gate->qp);
-}
-EXPORT_SYMBOL_GPL(kevd_cq_gate);	/* not public: kevd's tests */
+EXPORT_SYMBOL_GPL(kevd_cq_gate_at);	/* not public: kevd's tests */
 
 /**
  * kevd_cq_ungate() - let a gated QP's completions go.

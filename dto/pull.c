@@ -62,9 +62,9 @@
  * or a kevd_dequeue() caller's atomic context: it never sleeps), or in
  * the task that posts a connection event held behind the CQ
  * (kevd_pull_or_schedule(): rdma_cm's handler, say, under
- * rcu_read_lock()), with no kevd lock held; each function's kernel-doc says where it runs (the
- * pending check runs anywhere, kevd_pull_leave() under evd->lock, the
- * batch takes on poller threads too).
+ * rcu_read_lock()), with no kevd lock held; each function's kernel-doc
+ * says where it runs (the pending check runs anywhere, kevd_pull_leave()
+ * under evd->lock, the batch takes on poller threads too).
  */
 #include <linux/sched.h>
 #include <linux/local_lock.h>

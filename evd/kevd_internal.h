@@ -861,7 +861,6 @@ void kevd_cq_unstall(struct kevd *evd);
 /**
  * struct kevd_gate - a QP whose completions wait for its ESTABLISHED.
  * @node: on the EVD's gated_qps; off it (empty) once lifted.
- * @qp: the QP, for kevd_cq_gate().
  * @qpp: where the QP is, or will be (kevd_cq_gate_at()).
  * @est_held: its ESTABLISHED is held behind an earlier connection event
  *	(kevd_cq_fence_gated()): the gate lifts when that enters the ring.
@@ -869,7 +868,6 @@ void kevd_cq_unstall(struct kevd *evd);
  */
 struct kevd_gate {
 	struct list_head node;
-	struct ib_qp *qp;
 	struct ib_qp **qpp;
 	bool est_held;
 };
@@ -904,7 +902,6 @@ static inline void kevd_cq_convert(struct kevd *evd, const struct ib_wc *wc,
 	ev->evd = evd;
 }
 
-void kevd_cq_gate(struct kevd *evd, struct kevd_gate *gate, struct ib_qp *qp);
 void kevd_cq_gate_at(struct kevd *evd, struct kevd_gate *gate,
 		     struct ib_qp **qpp);
 void kevd_cq_ungate(struct kevd *evd, struct kevd_gate *gate);

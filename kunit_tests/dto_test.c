@@ -1492,7 +1492,7 @@ static void kevd_dto_gate_holds_qp(struct kunit *test)
 	est.connection.ep = qa;
 	disc.connection.ep = qb;
 
-	kevd_cq_gate(evd, &gate, qa);
+	kevd_cq_gate_at(evd, &gate, &qa);
 	for (i = 0; i < ARRAY_SIZE(of_a); i++)
 		gate_add(test, kevd_cq(evd), of_a[i] ? qa : qb, i);
 	KUNIT_EXPECT_EQ(test, kevd_post_event(evd, &disc), 0);
@@ -1584,7 +1584,7 @@ static void kevd_dto_failed_poll_holds_fenced(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, polls);
 	evd = muted_env(test, &hca, &qa, &qb);
 	cq = kevd_cq(evd);
-	kevd_cq_gate(evd, &gate, qa);
+	kevd_cq_gate_at(evd, &gate, &qa);
 	gate_add(test, cq, qb, 0);
 	gate_add(test, cq, qb, 1);
 	fake_cq_set_poll_hook(cq, fail_second_poll, polls);
@@ -1717,7 +1717,7 @@ static void kevd_dto_flush_gives_up(struct kunit *test)
 	evd = gate_env(test, KEVD_DTO_FLAG, &hca, &qa, &qb);
 
 	/* A0 parks and holds the CQ: B1 and B2 wait behind it */
-	kevd_cq_gate(evd, &gate, qa);
+	kevd_cq_gate_at(evd, &gate, &qa);
 	gate_add(test, kevd_cq(evd), qa, 0);
 	gate_add(test, kevd_cq(evd), qb, 1);
 	gate_add(test, kevd_cq(evd), qb, 2);
@@ -1803,7 +1803,7 @@ static void kevd_dto_flush_failed_poll(struct kunit *test)
 		kevd_cq_drain_hold(evd, qc);
 		KUNIT_ASSERT_EQ(test, fake_qp_flush(qc), 2);
 	}
-	kevd_cq_gate(evd, &gate, qa);
+	kevd_cq_gate_at(evd, &gate, &qa);
 	gate_add(test, cq, qb, 0);
 	gate_add(test, cq, qb, 1);
 	fake_cq_set_poll_hook(cq, fail_but_flusher, f);
@@ -2426,7 +2426,7 @@ static void kevd_dto_pull_into_established(struct kunit *test)
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, hca);
 	evd = pull_into_evd(test, hca, 64, KEVD_CONNECTION_FLAG, NULL);
 
-	kevd_cq_gate(evd, &gate, qp);
+	kevd_cq_gate_at(evd, &gate, &qp);
 	*h = (struct est_hook){ .evd = evd, .gate = &gate, .qp = qp };
 	fake_cq_set_poll_hook(kevd_cq(evd), est_hook_fn, h);
 	n = kevd_dequeue_batch(evd, evs, 64);
