@@ -221,6 +221,12 @@ static bool kevd_cm_feeds(struct kevd *evd, struct ib_qp *qp)
 	return cq && (qp->send_cq == cq || qp->recv_cq == cq);
 }
 
+/* Is there a QP, and does it complete elsewhere than into @evd's CQ? */
+static bool kevd_cm_qp_elsewhere(struct kevd *evd, struct ib_qp *qp)
+{
+	return qp && !kevd_cm_feeds(evd, qp);
+}
+
 /*
  * Hold back the completions of @cm's QP on @evd until its ESTABLISHED is
  * queued: the QP of its id, now or once the consumer makes it, if it
@@ -233,10 +239,8 @@ static bool kevd_cm_feeds(struct kevd *evd, struct ib_qp *qp)
  */
 static void kevd_cm_gate(struct kevd_cm *cm, struct kevd *evd)
 {
-	struct ib_qp *qp = cm->id->qp;
-
 	if (cm->gated || !evd || !kevd_cq(evd) ||
-	    (qp && !kevd_cm_feeds(evd, qp)))
+	    kevd_cm_qp_elsewhere(evd, cm->id->qp))
 		return;
 	kevd_cq_gate_at(evd, &cm->gate, &cm->id->qp);
 	cm->gated = evd;
@@ -795,7 +799,6 @@ static void kevd_cm_end_in_handler(struct kevd_cm *cm, struct rdma_cm_id *id)
 static int kevd_cm_chain(struct kevd_cm *cm, struct rdma_cm_id *id,
 			 struct rdma_cm_event *ev)
 {
-	struct ib_qp *qp;
 	int ret;
 
 	/* the consumer makes its QP and connects: hold it until ESTABLISHED */
@@ -810,8 +813,7 @@ static int kevd_cm_chain(struct kevd_cm *cm, struct rdma_cm_id *id,
 		return ret;
 	}
 	/* a QP that completes elsewhere needs no gate here */
-	qp = id->qp;
-	if (cm->gated && qp && !kevd_cm_feeds(cm->gated, qp))
+	if (cm->gated && kevd_cm_qp_elsewhere(cm->gated, id->qp))
 		kevd_cm_ungate(cm);
 	return 0;
 }
